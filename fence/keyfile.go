@@ -1,0 +1,154 @@
+package fence
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// PEM block types of key files: PKCS#8 private keys and PKIX public keys, as
+// written and read by OpenSSL ("openssl genpkey -algorithm ed25519").
+const (
+	privatePEMType = "PRIVATE KEY"
+	publicPEMType  = "PUBLIC KEY"
+)
+
+// GenerateKey returns a new Ed25519 private key from crypto/rand.
+func GenerateKey() (ed25519.PrivateKey, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return priv, nil
+}
+
+// WritePrivateKey writes priv as a PKCS#8 PEM file readable only by its owner
+// (mode 0600). The file is replaced atomically; an existing file is
+// overwritten only if overwrite is set.
+func WritePrivateKey(path string, priv ed25519.PrivateKey, overwrite bool) error {
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return fmt.Errorf("write private key: %w", err)
+	}
+	return writePEM(path, privatePEMType, der, 0o600, overwrite)
+}
+
+// WritePublicKey writes pub as a PKIX PEM file (mode 0644), replacing any
+// existing file atomically.
+func WritePublicKey(path string, pub ed25519.PublicKey) error {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return fmt.Errorf("write public key: %w", err)
+	}
+	return writePEM(path, publicPEMType, der, 0o644, true)
+}
+
+// LoadPrivateKey reads an Ed25519 private key from a PKCS#8 PEM file.
+func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	der, err := readPEM(path, privatePEMType)
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: %T is not an Ed25519 key", ErrKeyFile, path, k)
+	}
+	return priv, nil
+}
+
+// LoadPublicKey reads an Ed25519 public key from a PKIX PEM file.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	der, err := readPEM(path, publicPEMType)
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKIXPublicKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
+	}
+	pub, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: %T is not an Ed25519 key", ErrKeyFile, path, k)
+	}
+	return pub, nil
+}
+
+func readPEM(path, wantType string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%w: %s: no PEM block", ErrKeyFile, path)
+	}
+	if block.Type != wantType {
+		return nil, fmt.Errorf("%w: %s: PEM block %q, want %q", ErrKeyFile, path, block.Type, wantType)
+	}
+	return block.Bytes, nil
+}
+
+// writePEM writes one PEM block to path through a temporary file in the same
+// directory: write, fsync, chmod, rename, fsync the directory.
+func writePEM(path, blockType string, der []byte, mode os.FileMode, overwrite bool) error {
+	if !overwrite {
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("write key: %s: %w", path, os.ErrExist)
+		}
+	}
+	data := pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der})
+	return writeFileAtomic(path, data, mode)
+}
+
+// writeFileAtomic replaces path with data: a temporary file in the same
+// directory is written with mode, fsynced and renamed over path, then the
+// directory is fsynced. A crash leaves either the old file or the new one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(mode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
