@@ -1,0 +1,76 @@
+package persist
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults for Options.
+const (
+	DefaultLockTimeout = time.Second
+	DefaultMaxRecords  = 10000
+	DefaultMaxAge      = 24 * time.Hour
+	// DefaultMaxBatch bounds how many queued operations one transaction takes.
+	DefaultMaxBatch = 4096
+	// pruneBudget bounds the journal records one transaction prunes per
+	// device, so pruning never makes a batch of commands wait long.
+	pruneBudget = 256
+)
+
+// Options tune a Store. The zero value means defaults.
+type Options struct {
+	// LockTimeout is how long Open waits for the file lock held by another
+	// process before failing with ErrLocked. Default 1 s.
+	LockTimeout time.Duration
+	// MaxRecords is the journal retention per device, in records. Default
+	// 10 000. The journal is the dedupe window: a command id pruned from it
+	// is treated as new if it comes again.
+	MaxRecords int
+	// MaxAge is the journal retention per device, in time since acceptance.
+	// Default 24 h. Records are pruned when either bound is passed; records
+	// still waiting for a result are never pruned.
+	MaxAge time.Duration
+	// MaxBatch bounds the operations applied in one transaction. Default 4096.
+	MaxBatch int
+	// Now returns the wall-clock time stamped on records. Default time.Now.
+	Now func() time.Time
+	// OnCommit, if set, is called by the writer goroutine after each
+	// successful commit (the fsync has returned) and before any caller whose
+	// operation was in it is released, with the number of operations in the
+	// batch and the time the commit took. It must not call the Store.
+	OnCommit func(ops int, took time.Duration)
+}
+
+func (o Options) withDefaults() Options {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.MaxRecords <= 0 {
+		o.MaxRecords = DefaultMaxRecords
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Validate reports options that cannot work, naming the field and value.
+func (o Options) Validate() error {
+	switch {
+	case o.LockTimeout < 0:
+		return fmt.Errorf("%w: LockTimeout %v is negative", ErrInvalid, o.LockTimeout)
+	case o.MaxRecords < 0:
+		return fmt.Errorf("%w: MaxRecords %d is negative", ErrInvalid, o.MaxRecords)
+	case o.MaxAge < 0:
+		return fmt.Errorf("%w: MaxAge %v is negative", ErrInvalid, o.MaxAge)
+	case o.MaxBatch < 0:
+		return fmt.Errorf("%w: MaxBatch %d is negative", ErrInvalid, o.MaxBatch)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package persist
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// State is where a journaled command stands.
+type State string
+
+const (
+	// StateAccepted: the command passed the fence check and was made
+	// durable; the driver may be applying it; no result yet.
+	StateAccepted State = "accepted"
+	// StateDone: the command has a durable result.
+	StateDone State = "done"
+	// StateInDoubt: the command was accepted but had no result when the
+	// store was opened after the agent stopped; it may or may not have
+	// reached the device.
+	StateInDoubt State = "in_doubt"
+)
+
+// Record is one journaled command.
+type Record struct {
+	ID         string
+	State      State
+	Token      string // wire form of the token the command carried
+	AcceptedAt time.Time
+	DoneAt     time.Time // zero unless State is StateDone
+	Result     []byte    // opaque result bytes; nil unless State is StateDone
+	order      uint64    // position in the device's journal order
+}
+
+// recordJSON is Record's stored form. Times are Unix milliseconds.
+type recordJSON struct {
+	State      State  `json:"state"`
+	Token      string `json:"token"`
+	AcceptedAt int64  `json:"accepted_at"`
+	DoneAt     int64  `json:"done_at,omitempty"`
+	Result     []byte `json:"result,omitempty"`
+	Order      uint64 `json:"order"`
+}
+
+func encodeRecord(r Record) ([]byte, error) {
+	j := recordJSON{State: r.State, Token: r.Token, AcceptedAt: r.AcceptedAt.UnixMilli(), Result: r.Result, Order: r.order}
+	if !r.DoneAt.IsZero() {
+		j.DoneAt = r.DoneAt.UnixMilli()
+	}
+	return json.Marshal(j)
+}
+
+func decodeRecord(id string, b []byte) (Record, error) {
+	var j recordJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return Record{}, fmt.Errorf("%w: journal %q: %v", ErrCorrupt, id, err)
+	}
+	r := Record{ID: id, State: j.State, Token: j.Token, AcceptedAt: time.UnixMilli(j.AcceptedAt),
+		Result: j.Result, order: j.Order}
+	if j.DoneAt != 0 {
+		r.DoneAt = time.UnixMilli(j.DoneAt)
+	}
+	switch r.State {
+	case StateAccepted, StateDone, StateInDoubt:
+		return r, nil
+	}
+	return Record{}, fmt.Errorf("%w: journal %q: state %q", ErrCorrupt, id, j.State)
+}
+
+// Fence is a device's highest accepted token and when it was raised.
+type Fence struct {
+	Token    fence.Token
+	RaisedAt time.Time
+}
+
+type fenceJSON struct {
+	Token    string `json:"token"`
+	RaisedAt int64  `json:"raised_at"`
+}
+
+func encodeFence(f Fence) ([]byte, error) {
+	return json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: f.RaisedAt.UnixMilli()})
+}
+
+func decodeFence(device string, b []byte) (Fence, error) {
+	var j fenceJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return Fence{}, fmt.Errorf("%w: fence of %q: %v", ErrCorrupt, device, err)
+	}
+	// The token was verified before it was stored; the store is trusted.
+	t, err := fence.ParseUnverified(j.Token)
+	if err != nil {
+		return Fence{}, fmt.Errorf("%w: fence of %q: %v", ErrCorrupt, device, err)
+	}
+	return Fence{Token: t, RaisedAt: time.UnixMilli(j.RaisedAt)}, nil
+}

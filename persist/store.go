@@ -1,0 +1,171 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Store is the agent's durable fence store. Its methods are safe for
+// concurrent use. Writes are serialized by one writer goroutine and
+// group-committed; reads run in their own read-only transactions and see
+// only committed state.
+type Store struct {
+	db   *bolt.DB
+	path string
+	opts Options
+
+	mu     sync.RWMutex // guards closed; held for reading while a request is queued
+	closed bool
+
+	queue      chan *request
+	writerDone chan struct{}
+
+	failMu sync.Mutex // guards failErr
+	// failErr is the first storage error; once set, the store is failed.
+	failErr error
+
+	inDoubt []DeviceCommand // set by Open, read-only after
+
+	// testCommitErr, if set by an in-package test, is called just before a
+	// commit; an error from it is treated as a failed commit.
+	testCommitErr func() error
+}
+
+// DeviceCommand names one command of one device.
+type DeviceCommand struct {
+	Device string
+	ID     string
+}
+
+// Open opens (or creates, mode 0600) the store file at path. If another
+// process holds the file, Open fails with ErrLocked after opts.LockTimeout.
+// Commands found accepted without a result — the agent stopped while they
+// were in flight — are marked in_doubt; InDoubtAtOpen lists them.
+func Open(path string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (waited %v)", ErrLocked, path, opts.LockTimeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, opts: opts, queue: make(chan *request, opts.MaxBatch), writerDone: make(chan struct{})}
+	if err := db.Update(s.recover); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	go s.runWriter()
+	return s, nil
+}
+
+// recover prepares the file for use: layout, in-doubt marking, pruning.
+func (s *Store) recover(tx *bolt.Tx) error {
+	if err := initLayout(tx); err != nil {
+		return err
+	}
+	devices, err := journalDevices(tx)
+	if err != nil {
+		return err
+	}
+	for _, device := range devices {
+		if err := s.markInDoubt(tx, device); err != nil {
+			return err
+		}
+		if _, err := s.pruneDevice(tx, device); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func journalDevices(tx *bolt.Tx) ([]string, error) {
+	var devices []string
+	err := tx.Bucket(bucketJournal).ForEachBucket(func(k []byte) error {
+		devices = append(devices, string(k))
+		return nil
+	})
+	return devices, err
+}
+
+// markInDoubt turns every pending (accepted, no result) command of device
+// into in_doubt.
+func (s *Store) markInDoubt(tx *bolt.Tx, device string) error {
+	j, err := journalFor(tx, device, false)
+	if err != nil || !j.exists() {
+		return err
+	}
+	var ids []string
+	if err := j.pending.ForEach(func(k, _ []byte) error {
+		ids = append(ids, string(k))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		r, ok, err := j.get(id)
+		if err != nil {
+			return err
+		}
+		if !ok || r.State != StateAccepted {
+			return fmt.Errorf("%w: pending %q of %q has no accepted record", ErrCorrupt, id, device)
+		}
+		r.State = StateInDoubt
+		if err := j.put(r); err != nil {
+			return err
+		}
+		s.inDoubt = append(s.inDoubt, DeviceCommand{Device: device, ID: id})
+	}
+	return nil
+}
+
+// InDoubtAtOpen lists the commands Open marked in_doubt.
+func (s *Store) InDoubtAtOpen() []DeviceCommand {
+	return append([]DeviceCommand(nil), s.inDoubt...)
+}
+
+// Close stops taking new operations, waits until every queued one has
+// committed and its caller is released, then closes the file. Calling Close
+// again returns ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	close(s.queue) // no sender can be inside submit: they hold mu for reading
+	s.mu.Unlock()
+	<-s.writerDone
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+// Path returns the store file's path.
+func (s *Store) Path() string { return s.path }
+
+// failure returns the error wrapping ErrFailed if the store has failed.
+func (s *Store) failure() error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.failErr
+}
+
+// fail records the first storage error and returns the error every caller
+// sees from now on.
+func (s *Store) fail(cause error) error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.failErr == nil {
+		s.failErr = fmt.Errorf("%w: %w", ErrFailed, cause)
+	}
+	return s.failErr
+}
