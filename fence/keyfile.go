@@ -97,48 +97,56 @@ func readPEM(path, wantType string) ([]byte, error) {
 }
 
 // writePEM writes one PEM block to path through a temporary file in the same
-// directory: write, fsync, chmod, rename, fsync the directory.
+// directory: write, fsync, then rename over path (or, without overwrite, link
+// to path, which fails atomically if path exists), then fsync the directory.
 func writePEM(path, blockType string, der []byte, mode os.FileMode, overwrite bool) error {
-	if !overwrite {
-		if _, err := os.Lstat(path); err == nil {
-			return fmt.Errorf("write key: %s: %w", path, os.ErrExist)
-		}
-	}
 	data := pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der})
-	return writeFileAtomic(path, data, mode)
+	return writeFileAtomic(path, data, mode, overwrite)
 }
 
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory is written with mode, fsynced and renamed over path, then the
-// directory is fsynced. A crash leaves either the old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+// writeFileAtomic puts data at path with mode so that a crash leaves either
+// the old file or the new one. Without overwrite an existing path is an
+// error wrapping os.ErrExist, decided atomically by link(2).
+func writeFileAtomic(path string, data []byte, mode os.FileMode, overwrite bool) error {
+	tmp, err := writeTemp(path, data, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if overwrite {
+		err = os.Rename(tmp, path)
+	} else {
+		err = os.Link(tmp, path)
+		os.Remove(tmp)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new fsynced temporary file beside path and
+// returns its name.
+func writeTemp(path string, data []byte, mode os.FileMode) (name string, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", err
+	}
 	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
-			f.Close()
 			os.Remove(f.Name())
 		}
 	}()
-	if err = f.Chmod(mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := f.Chmod(mode); err != nil {
+		return "", err
 	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if _, err := f.Write(data); err != nil {
+		return "", err
 	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return f.Name(), f.Sync()
 }
 
 func syncDir(dir string) error {

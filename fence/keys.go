@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -48,8 +49,13 @@ func NewSigner(priv ed25519.PrivateKey) (*Signer, error) {
 	if len(priv) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("%w: private key is %d bytes, want %d", ErrKeyFile, len(priv), ed25519.PrivateKeySize)
 	}
-	pub := priv.Public().(ed25519.PublicKey)
-	return &Signer{priv: priv, id: KeyIDOf(pub)}, nil
+	// Rebuild from the seed: a key whose stored public half does not match
+	// its seed would mint tokens nobody can verify (and leaks the key).
+	full := ed25519.NewKeyFromSeed(priv.Seed())
+	if !bytes.Equal(full[ed25519.SeedSize:], priv[ed25519.SeedSize:]) {
+		return nil, fmt.Errorf("%w: public half does not match the seed", ErrKeyFile)
+	}
+	return &Signer{priv: full, id: KeyIDOf(full.Public().(ed25519.PublicKey))}, nil
 }
 
 // KeyID returns the id of the signing key.
