@@ -94,7 +94,7 @@ func (s *Store) Accept(ctx context.Context, cmd Command) (Decision, error) {
 		return Decision{}, err
 	}
 	var d Decision
-	err := s.submit(ctx, cmd.Device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, cmd.Device, func(tx *bolt.Tx) (bool, error) {
 		var err error
 		d, err = s.accept(tx, cmd)
 		return d.Outcome == Accepted, err
@@ -174,7 +174,7 @@ func (s *Store) Raise(ctx context.Context, device string, tok fence.Token) (Deci
 		return Decision{}, err
 	}
 	var d Decision
-	err := s.submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
 		f, _, err := getFence(tx, device)
 		if err != nil {
 			return false, err
@@ -200,7 +200,7 @@ func (s *Store) Complete(ctx context.Context, device, id string, result []byte) 
 		return err
 	}
 	var logical error
-	err := s.submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
 		j, err := journalFor(tx, device, false)
 		if err != nil {
 			return false, err

@@ -12,21 +12,27 @@ import (
 // The writer also prunes each device its batches touch, so calling Prune
 // matters only for devices that receive no commands for a long time.
 func (s *Store) Prune(ctx context.Context) error {
-	return s.submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
+	return s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
 		devices, err := journalDevices(tx)
 		if err != nil {
 			return false, err
 		}
-		var pruned bool
-		for _, d := range devices {
-			n, err := s.pruneDevice(tx, d)
-			if err != nil {
-				return false, err
-			}
-			pruned = pruned || n > 0
-		}
-		return pruned, nil
+		return s.pruneDevices(tx, devices)
 	})
+}
+
+// pruneDevices prunes each device's journal; it is the Committer's
+// AfterBatch, run for the devices a batch touched.
+func (s *Store) pruneDevices(tx *bolt.Tx, devices []string) (bool, error) {
+	var pruned bool
+	for _, d := range devices {
+		n, err := s.pruneDevice(tx, d)
+		if err != nil {
+			return false, err
+		}
+		pruned = pruned || n > 0
+	}
+	return pruned, nil
 }
 
 // pruneDevice removes a device's oldest journal records while there are more

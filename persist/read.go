@@ -4,18 +4,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// view runs fn in a read-only transaction unless the store is closed or failed.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.failure(); err != nil {
-		return err
-	}
-	return s.db.View(fn)
-}
+func (s *Store) view(fn func(tx *bolt.Tx) error) error { return s.w.View(fn) }
 
 // Lookup returns the journal record of a command, and whether there is one.
 func (s *Store) Lookup(device, id string) (Record, bool, error) {

@@ -3,7 +3,6 @@ package persist
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -16,22 +15,9 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	opts Options
-
-	mu     sync.RWMutex // guards closed; held for reading while a request is queued
-	closed bool
-
-	queue      chan *request
-	writerDone chan struct{}
-
-	failMu sync.Mutex // guards failErr
-	// failErr is the first storage error; once set, the store is failed.
-	failErr error
+	w    *Committer
 
 	inDoubt []DeviceCommand // set by Open, read-only after
-
-	// testCommitErr, if set by an in-package test, is called just before a
-	// commit; an error from it is treated as a failed commit.
-	testCommitErr func() error
 }
 
 // DeviceCommand names one command of one device.
@@ -56,12 +42,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, opts: opts, queue: make(chan *request, opts.MaxBatch), writerDone: make(chan struct{})}
+	s := &Store{db: db, path: path, opts: opts}
 	if err := db.Update(s.recover); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	go s.runWriter()
+	s.w = NewCommitter(db, CommitterOptions{MaxBatch: opts.MaxBatch, OnCommit: opts.OnCommit, AfterBatch: s.pruneDevices})
 	return s, nil
 }
 
@@ -134,15 +120,9 @@ func (s *Store) InDoubtAtOpen() []DeviceCommand {
 // committed and its caller is released, then closes the file. Calling Close
 // again returns ErrClosed.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	if err := s.w.Close(); err != nil {
+		return err
 	}
-	s.closed = true
-	close(s.queue) // no sender can be inside submit: they hold mu for reading
-	s.mu.Unlock()
-	<-s.writerDone
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
@@ -151,21 +131,3 @@ func (s *Store) Close() error {
 
 // Path returns the store file's path.
 func (s *Store) Path() string { return s.path }
-
-// failure returns the error wrapping ErrFailed if the store has failed.
-func (s *Store) failure() error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	return s.failErr
-}
-
-// fail records the first storage error and returns the error every caller
-// sees from now on.
-func (s *Store) fail(cause error) error {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	if s.failErr == nil {
-		s.failErr = fmt.Errorf("%w: %w", ErrFailed, cause)
-	}
-	return s.failErr
-}

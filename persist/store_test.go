@@ -223,12 +223,12 @@ func TestCommitFailureIsFailStop(t *testing.T) {
 	tok := mustToken(t, sg, "plant", 1, 1, "A")
 	mustAccept(t, s, Command{Device: "p", ID: "ok", Token: tok})
 	disk := errors.New("disk on fire")
-	s.testCommitErr = func() error { return disk }
+	s.w.testCommitErr = func() error { return disk }
 	_, err := s.Accept(ctxT(t), Command{Device: "p", ID: "lost", Token: mustToken(t, sg, "plant", 1, 2, "A")})
 	if !errors.Is(err, ErrFailed) || !errors.Is(err, disk) {
 		t.Fatalf("accept during failing commit: %v", err)
 	}
-	s.testCommitErr = nil // the disk recovers; the store must not
+	s.w.testCommitErr = nil // the disk recovers; the store must not
 	if _, err := s.Accept(ctxT(t), Command{Device: "p", ID: "later", Token: tok}); !errors.Is(err, ErrFailed) {
 		t.Fatalf("accept after failure: %v, want ErrFailed", err)
 	}

@@ -1,0 +1,263 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// WriteFunc is one write operation run by a Committer inside a batch's
+// read-write transaction, in queue order, seeing the writes of the
+// operations before it. It reports whether it wrote anything. An error is a
+// storage failure: it aborts the whole batch and fails the Committer.
+// Logical outcomes (stale, duplicate, …) are results the closure captures,
+// never errors.
+type WriteFunc func(tx *bolt.Tx) (wrote bool, err error)
+
+// CommitterOptions tune a Committer. The zero value means defaults.
+type CommitterOptions struct {
+	// MaxBatch bounds the operations applied in one transaction. Default
+	// DefaultMaxBatch.
+	MaxBatch int
+	// OnCommit, if set, is called by the writer goroutine after each
+	// successful commit (the fsync has returned) and before any caller whose
+	// operation was in it is released, with the number of operations and the
+	// time the batch took. It must not call the Committer.
+	OnCommit func(ops int, took time.Duration)
+	// AfterBatch, if set, runs in each batch's transaction after its
+	// operations, with the keys they were submitted under (duplicates
+	// removed, empty keys left out): housekeeping such as pruning. It reports
+	// whether it wrote; an error fails the Committer like a WriteFunc's.
+	AfterBatch func(tx *bolt.Tx, keys []string) (wrote bool, err error)
+}
+
+// Committer is a group-commit writer for one bbolt file: one goroutine takes
+// every queued operation, applies them all in one read-write transaction and
+// commits as soon as the queue is empty — no timer, so a lone writer pays one
+// fsync and concurrent writers share one. A batch that wrote nothing is
+// rolled back and costs no fsync. A failed commit is fail-stop: every later
+// call returns an error wrapping ErrFailed. Methods are safe for concurrent use.
+type Committer struct {
+	db   *bolt.DB
+	opts CommitterOptions
+
+	mu     sync.RWMutex // guards closed; held for reading while submitting
+	closed bool
+
+	queue      chan *request
+	writerDone chan struct{}
+
+	failMu  sync.Mutex // guards failErr
+	failErr error      // first storage error, wrapping ErrFailed
+
+	// testCommitErr, if set by an in-package test, is called just before a
+	// commit; an error from it is treated as a failed commit.
+	testCommitErr func() error
+}
+
+type request struct {
+	apply WriteFunc
+	key   string
+	done  chan error // buffered; receives exactly one value
+}
+
+// NewCommitter starts the writer goroutine for db. Close stops it; the
+// caller closes db after that.
+func NewCommitter(db *bolt.DB, opts CommitterOptions) *Committer {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	c := &Committer{db: db, opts: opts, queue: make(chan *request, opts.MaxBatch), writerDone: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// Submit queues fn under key (handed to AfterBatch; may be empty) and waits
+// until the batch holding it has committed or failed. ctx bounds only the
+// wait for room in the queue: once queued, fn runs and Submit waits for its
+// commit, which is bounded by the disk, so a caller never mistakes a durable
+// write for a failed one.
+func (c *Committer) Submit(ctx context.Context, key string, fn WriteFunc) error {
+	req := &request{apply: fn, key: key, done: make(chan error, 1)}
+	if err := c.enqueue(ctx, req); err != nil {
+		return err
+	}
+	return <-req.done
+}
+
+func (c *Committer) enqueue(ctx context.Context, req *request) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	select {
+	case c.queue <- req:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("persist: queue: %w", ctx.Err())
+	}
+}
+
+// View runs fn in a read-only transaction, which sees committed state only,
+// unless the Committer is closed or failed.
+func (c *Committer) View(fn func(tx *bolt.Tx) error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return c.db.View(fn)
+}
+
+// Close stops taking operations, waits until every queued one has committed
+// and its caller is released, and stops the writer. It does not close the
+// database. Calling Close again returns ErrClosed.
+func (c *Committer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.closed = true
+	close(c.queue) // no sender is inside enqueue: they hold mu for reading
+	c.mu.Unlock()
+	<-c.writerDone
+	return nil
+}
+
+// Err returns nil, or the error wrapping ErrFailed if a commit has failed.
+func (c *Committer) Err() error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	return c.failErr
+}
+
+func (c *Committer) fail(cause error) error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	if c.failErr == nil {
+		c.failErr = fmt.Errorf("%w: %w", ErrFailed, cause)
+	}
+	return c.failErr
+}
+
+// run is the writer goroutine. It exits when the queue is closed and drained.
+func (c *Committer) run() {
+	defer close(c.writerDone)
+	batch := make([]*request, 0, c.opts.MaxBatch)
+	for first := range c.queue {
+		batch = c.collect(append(batch[:0], first))
+		err := c.commit(batch)
+		for _, r := range batch {
+			r.done <- err
+		}
+		clear(batch)
+	}
+}
+
+// collect appends every request already queued, up to MaxBatch, without
+// waiting for more.
+func (c *Committer) collect(batch []*request) []*request {
+	for len(batch) < c.opts.MaxBatch {
+		select {
+		case r, ok := <-c.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (c *Committer) commit(batch []*request) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	start := time.Now()
+	wrote, err := c.applyBatch(batch)
+	if err != nil {
+		return c.fail(err)
+	}
+	if wrote && c.opts.OnCommit != nil {
+		c.opts.OnCommit(len(batch), time.Since(start))
+	}
+	return nil
+}
+
+func (c *Committer) applyBatch(batch []*request) (wrote bool, err error) {
+	tx, err := c.db.Begin(true)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if !wrote || err != nil {
+			err = errors.Join(err, rollback(tx))
+		}
+	}()
+	for _, r := range batch {
+		w, err := r.apply(tx)
+		if err != nil {
+			return false, err
+		}
+		wrote = wrote || w
+	}
+	if c.opts.AfterBatch != nil {
+		w, err := c.opts.AfterBatch(tx, batchKeys(batch))
+		if err != nil {
+			return false, err
+		}
+		wrote = wrote || w
+	}
+	if !wrote {
+		return false, nil
+	}
+	if c.testCommitErr != nil {
+		if err := c.testCommitErr(); err != nil {
+			return false, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+func rollback(tx *bolt.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, bolt.ErrTxClosed) {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+func batchKeys(batch []*request) []string {
+	var keys []string
+	for _, r := range batch {
+		if r.key != "" && !containsString(keys, r.key) {
+			keys = append(keys, r.key)
+		}
+	}
+	return keys
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
