@@ -1,0 +1,62 @@
+package mqtt
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// Embedded is an in-process MQTT broker (mochi-mqtt) listening on one TCP
+// address. It allows every client: bind it to loopback, or put a broker with
+// ACLs in front of it (docs show the ACLs a shared broker needs).
+type Embedded struct {
+	srv  *mochi.Server
+	addr net.Addr
+}
+
+// StartEmbedded starts a broker listening on addr ("127.0.0.1:0" picks a free
+// port; URL tells which). log may be nil (a discarding logger is used).
+func StartEmbedded(addr string, log *slog.Logger) (*Embedded, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: listen %s: %w", addr, err)
+	}
+	srv := mochi.New(&mochi.Options{Logger: log, InlineClient: true})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	if err := srv.AddListener(listeners.NewNet("fencegate", ln)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	if err := srv.Serve(); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("embedded broker: serve: %w", err)
+	}
+	return &Embedded{srv: srv, addr: ln.Addr()}, nil
+}
+
+// URL is the broker's address for clients, "tcp://host:port".
+func (e *Embedded) URL() string { return "tcp://" + e.addr.String() }
+
+// Addr is the address the broker listens on.
+func (e *Embedded) Addr() string { return e.addr.String() }
+
+// Server exposes the mochi server, e.g. for inline publishing in tests.
+func (e *Embedded) Server() *mochi.Server { return e.srv }
+
+// Close disconnects every client and stops the broker.
+func (e *Embedded) Close() error {
+	if err := e.srv.Close(); err != nil {
+		return fmt.Errorf("embedded broker: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package mqtt
+
+import (
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestTopicsRoundTrip(t *testing.T) {
+	tests := []struct {
+		name, topic, a, b string
+		lease, bad        bool
+	}{
+		{name: "commands", topic: Topics{}.DeviceCommands("pump-1"), a: "pump-1", b: "commands"},
+		{name: "grant", topic: Topics{}.LeaseGrant("plant.a"), a: "plant.a", b: "grant", lease: true},
+		{name: "custom prefix", topic: Topics{Prefix: "x/y"}.DeviceState("d"), bad: true},
+		{name: "too deep", topic: "fencegate/v1/devices/a/b/c", bad: true},
+		{name: "empty id", topic: "fencegate/v1/devices//commands", bad: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			parse := Topics{}.ParseDeviceTopic
+			if tc.lease {
+				parse = Topics{}.ParseLeaseTopic
+			}
+			a, b, err := parse(tc.topic)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("%q parsed as %q %q", tc.topic, a, b)
+				}
+				return
+			}
+			if err != nil || a != tc.a || b != tc.b {
+				t.Fatalf("%q: %q %q %v", tc.topic, a, b, err)
+			}
+		})
+	}
+}
+
+func TestConfigValidateNamesKey(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"bad scheme", Config{Broker: "http://x:1"}, `mqtt.broker: scheme "http"`},
+		{"no host", Config{Broker: "tcp://"}, `mqtt.broker: "tcp://"`},
+		{"cert without key", Config{TLS: TLS{Cert: "c.pem"}}, "mqtt.tls"},
+		{"negative keepalive", Config{KeepAlive: -time.Second}, "mqtt.keep_alive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate("mqtt")
+			if err == nil || !contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if err := (Config{Broker: "tcp://127.0.0.1:1883"}).Validate("mqtt"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEmbeddedBrokerRoundTrip connects a real paho client to the embedded
+// broker, subscribes from the on-connect handler and gets its own message.
+func TestEmbeddedBrokerRoundTrip(t *testing.T) {
+	b, err := StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan string, 1)
+	topic := Topics{}.DeviceCommands("d1")
+	opts, err := Config{Broker: b.URL(), ClientID: "t"}.ClientOptions(func(c paho.Client) {
+		c.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) { got <- string(m.Payload()) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(opts)
+	if err := Wait(c.Connect(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(100)
+	for range 50 {
+		if err := Wait(c.Publish(topic, 1, false, "hello"), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-got:
+			if m != "hello" {
+				t.Fatalf("got %q", m)
+			}
+			return
+		case <-time.After(100 * time.Millisecond): // the subscription may not be in place yet
+		}
+	}
+	t.Fatal("no message came back in 50 tries")
+}
