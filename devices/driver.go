@@ -1,0 +1,60 @@
+package devices
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Driver applies fenced commands to one device.
+//
+// Concurrency: the agent calls Apply from one goroutine per device, one
+// command at a time, in the order commands were accepted; Describe and Close
+// may be called from other goroutines. Close is called once, after the last
+// Apply returned.
+type Driver interface {
+	// Apply applies one command that the agent has already fenced and made
+	// durable. It returns the op's output (a JSON object, or nil) or an error;
+	// an error of type *Error says how the command failed (device_error,
+	// device_timeout, device_unavailable, unknown_op, stale_token), any other
+	// error is reported as device_error. ctx carries the command's deadline:
+	// a driver must return soon after ctx is done.
+	Apply(ctx context.Context, cmd Command) (json.RawMessage, error)
+	// Describe returns the driver's capabilities. It is cheap and its answer
+	// does not change while the driver is open.
+	Describe() Capabilities
+	// Close releases the device. Apply is not called after Close.
+	Close() error
+}
+
+// Command is one accepted command as a driver sees it.
+type Command struct {
+	ID    string          // command id, unique per device within the journal window
+	Op    string          // operation name, one of Capabilities.Ops
+	Args  json.RawMessage // op arguments: a JSON object, or nil
+	Token fence.Token     // the verified token the command carried
+}
+
+// Capabilities describe what a driver can do.
+type Capabilities struct {
+	// Ops maps each supported op name to its properties.
+	Ops map[string]Op
+	// ChecksTokens is true if the device itself keeps a highest token and
+	// refuses stale ones (a second fence at the hardware).
+	ChecksTokens bool
+}
+
+// Op describes one operation.
+type Op struct {
+	// Idempotent ops may be applied again when a crash left it unknown
+	// whether they reached the device (in doubt); others are answered
+	// in_doubt and never re-applied.
+	Idempotent bool
+}
+
+// Supports reports whether op is one of the driver's ops.
+func (c Capabilities) Supports(op string) bool {
+	_, ok := c.Ops[op]
+	return ok
+}

@@ -1,0 +1,65 @@
+package devices
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Code is a driver failure's wire-level code (protocol v1 result codes).
+type Code string
+
+// Failure codes a driver may return.
+const (
+	// CodeDeviceError: the device answered with an error.
+	CodeDeviceError Code = "device_error"
+	// CodeDeviceTimeout: the device did not answer in time; the command may
+	// or may not have taken effect.
+	CodeDeviceTimeout Code = "device_timeout"
+	// CodeDeviceUnavailable: the device cannot be reached (unplugged,
+	// driver process down); the command did not reach it.
+	CodeDeviceUnavailable Code = "device_unavailable"
+	// CodeUnknownOp: the driver has no such op.
+	CodeUnknownOp Code = "unknown_op"
+	// CodeStaleToken: the device's own fence refused the token.
+	CodeStaleToken Code = "stale_token"
+)
+
+// Error is a driver failure with its wire-level code.
+type Error struct {
+	Code    Code
+	Message string
+	// Fence is the device's own highest token, set with CodeStaleToken.
+	Fence *fence.Fence
+	// Err is the underlying cause, if any.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of err: its *Error's code, CodeDeviceTimeout for a
+// context deadline, otherwise CodeDeviceError.
+func CodeOf(err error) Code {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeviceTimeout
+	}
+	return CodeDeviceError
+}

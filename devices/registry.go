@@ -1,0 +1,72 @@
+package devices
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/internal/yamlcfg"
+)
+
+// Factory opens a driver for one device from its driver settings. It must
+// reject unknown or invalid settings (Settings.Decode names the key and
+// value). log is the device's logger.
+type Factory func(device string, settings Settings, log *slog.Logger) (Driver, error)
+
+// Settings are a device's driver settings as found in the agent config.
+type Settings struct {
+	Node *yaml.Node // the "settings" mapping; nil if absent
+	Path string     // its key path in the config file, for errors
+}
+
+// Decode decodes the settings into out (a pointer to a struct with yaml
+// tags), rejecting unknown keys and wrong types with the key path. Absent
+// settings leave out unchanged.
+func (s Settings) Decode(out any) error {
+	if s.Node == nil || s.Node.Kind == 0 {
+		return nil
+	}
+	return yamlcfg.DecodeNode(s.Node, out, s.Path)
+}
+
+var (
+	registryMu sync.RWMutex // guards registry
+	registry   = map[string]Factory{}
+)
+
+// Register makes a driver available to agent configs under name. It panics
+// if name is taken; call it from an init function.
+func Register(name string, f Factory) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("devices: driver " + name + " registered twice")
+	}
+	registry[name] = f
+}
+
+// Open opens the driver called name for device.
+func Open(name, device string, settings Settings, log *slog.Logger) (Driver, error) {
+	registryMu.RLock()
+	f, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("driver %q is not one of %v", name, Names())
+	}
+	return f(device, settings, log)
+}
+
+// Names lists the registered drivers, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
