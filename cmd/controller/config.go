@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// Config is the controller's configuration: the YAML file (--config) with
+// flags on top. Zero values mean defaults.
+type Config struct {
+	// DataDir holds the lease store, leases.db. Required.
+	DataDir string `yaml:"data_dir"`
+	// Key is the Ed25519 private key (PKCS#8 PEM). Required.
+	Key string `yaml:"key"`
+	// GenerateKey creates Key (and Key's .pub) if it does not exist.
+	GenerateKey bool `yaml:"generate_key"`
+	// HTTP is the HTTP listen address, e.g. "127.0.0.1:8480". Empty: no HTTP.
+	HTTP string `yaml:"http"`
+	// EmbeddedBroker starts an in-process MQTT broker on this address and,
+	// unless mqtt.broker is set, serves the MQTT API through it.
+	EmbeddedBroker string `yaml:"embedded_broker"`
+	// MQTT is the broker connection. Empty broker (and no embedded broker):
+	// no MQTT API.
+	MQTT mqtt.Config `yaml:"mqtt"`
+	// TopicPrefix is the protocol topic prefix. Default "fencegate/v1".
+	TopicPrefix string `yaml:"topic_prefix"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `yaml:"log_level"`
+}
+
+// loadConfigFile reads a YAML config; unknown keys are errors naming the key.
+func loadConfigFile(path string) (Config, error) {
+	var cfg Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks the configuration; errors name the key and the value.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("data_dir (--data-dir) is required")
+	case c.Key == "":
+		return errors.New("key (--key) is required")
+	case c.HTTP == "" && c.MQTT.Broker == "" && c.EmbeddedBroker == "":
+		return errors.New("nothing to serve: set http (--http), mqtt.broker (--mqtt) or embedded_broker (--embedded-broker)")
+	}
+	if _, err := c.level(); err != nil {
+		return err
+	}
+	return c.MQTT.Validate("mqtt")
+}
+
+func (c Config) level() (slog.Level, error) {
+	var l slog.Level
+	if c.LogLevel == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return l, fmt.Errorf("log_level: %q is not debug, info, warn or error", c.LogLevel)
+	}
+	return l, nil
+}

@@ -1,0 +1,133 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// Retention of acquire request ids for idempotent retries: a request is
+// remembered while its lease is current, and otherwise for its TTL plus
+// RequestSlack after the grant (wall clock), at most MaxRequests per domain
+// (oldest dropped first).
+const (
+	RequestSlack = time.Minute
+	MaxRequests  = 256
+)
+
+// acquire grants name to req.Holder, waiting up to req.WaitMs while another
+// holder has it.
+func (c *Controller) acquire(ctx context.Context, name string, req Request) (Response, error) {
+	resp, freed, err := c.tryAcquire(ctx, name, req)
+	if err != nil || resp.Code != CodeHeld || req.WaitMs == 0 {
+		return resp, err
+	}
+	select {
+	case c.waiters <- struct{}{}:
+		defer func() { <-c.waiters }()
+	default:
+		return resp, nil // too many waiters: answer now
+	}
+	end := c.clock.Now().Add(msDuration(req.WaitMs))
+	for resp.Code == CodeHeld {
+		left := end.Sub(c.clock.Now())
+		if left <= 0 {
+			return resp, nil
+		}
+		select {
+		case <-freed:
+		case <-c.clock.After(min(left, time.Duration(resp.ExpiresInMs)*time.Millisecond)):
+		case <-ctx.Done():
+			return resp, nil
+		}
+		if resp, freed, err = c.tryAcquire(ctx, name, req); err != nil {
+			return resp, err
+		}
+	}
+	return resp, nil
+}
+
+// tryAcquire makes one attempt and returns its response and a channel
+// closed when the domain's lease is next released. A new token is handed to
+// OnGrant after the domain is unlocked.
+func (c *Controller) tryAcquire(ctx context.Context, name string, req Request) (Response, <-chan struct{}, error) {
+	d, err := c.lock(ctx, name)
+	if err != nil {
+		return Response{}, nil, err
+	}
+	resp, tok, err := c.acquireLocked(ctx, name, d, req)
+	freed := d.freed
+	d.mu.Unlock()
+	if tok.Raw != "" && c.onGrant != nil {
+		c.onGrant(tok)
+	}
+	return resp, freed, err
+}
+
+// acquireLocked decides an acquire; d.mu is held. tok is set when a new
+// lease was committed.
+func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, req Request) (Response, fence.Token, error) {
+	now := c.clock.Now()
+	if q, ok := d.rec.findRequest(req.RequestID); ok {
+		resp, err := retried(d, q, req, now)
+		return resp, fence.Token{}, err
+	}
+	if d.live(now) && d.rec.Lease.Holder != req.Holder {
+		return Response{Code: CodeHeld, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, fence.Token{}, nil
+	}
+	return c.grant(ctx, name, d, req, now)
+}
+
+// retried answers a request id seen before: the same grant while it is the
+// live lease, CodeExpired (with the old token) once it is not.
+func retried(d *domain, q RequestRecord, req Request, now time.Time) (Response, error) {
+	if q.Holder != req.Holder {
+		return Response{}, fmt.Errorf("%w: request_id %q belongs to holder %q", ErrBadRequest, q.ID, q.Holder)
+	}
+	if d.live(now) && d.rec.Lease.Seq == q.Seq {
+		return Response{OK: true, Code: CodeGranted, Token: q.Token, Holder: q.Holder, ExpiresInMs: floorMs(d.remaining(now))}, nil
+	}
+	return Response{Code: CodeExpired, Token: q.Token, Holder: q.Holder}, nil
+}
+
+// grant mints the domain's next token for req, makes it durable and starts
+// its lease; d.mu is held.
+func (c *Controller) grant(ctx context.Context, name string, d *domain, req Request, now time.Time) (Response, fence.Token, error) {
+	tok, err := c.signer.Sign(fence.Token{Domain: name, Epoch: c.epoch, Seq: d.rec.Seq + 1, Holder: req.Holder,
+		IssuedAt: now.UnixMilli(), TTLms: uint32(req.TTLms)})
+	if err != nil {
+		return Response{}, fence.Token{}, fmt.Errorf("grant %s: %w", name, err)
+	}
+	next := d.rec.clone()
+	next.Seq = tok.Seq
+	next.Lease = &LeaseRecord{Token: tok.Raw, Epoch: tok.Epoch, Seq: tok.Seq, Holder: req.Holder,
+		RequestID: req.RequestID, TTLms: req.TTLms}
+	next.Requests = append(next.Requests, RequestRecord{ID: req.RequestID, Holder: req.Holder, Seq: tok.Seq,
+		Token: tok.Raw, AtMs: now.UnixMilli(), TTLms: req.TTLms})
+	next.Requests = pruneRequests(next.Requests, now.UnixMilli(), tok.Seq)
+	if err := c.commit(ctx, name, d, next); err != nil {
+		return Response{}, fence.Token{}, err
+	}
+	// The lease runs from after the commit: the controller never expires it
+	// before a holder counting from its own request could.
+	d.setDeadline(c.clock.Now().Add(msDuration(req.TTLms)))
+	resp := Response{OK: true, Code: CodeGranted, Token: tok.Raw, Holder: req.Holder, ExpiresInMs: int64(req.TTLms)}
+	return resp, tok, nil
+}
+
+// pruneRequests drops remembered requests past retention, keeping the one
+// of the current lease (seq); it reuses reqs' array.
+func pruneRequests(reqs []RequestRecord, nowMs int64, seq uint64) []RequestRecord {
+	kept := reqs[:0]
+	for _, q := range reqs {
+		if q.Seq == seq || nowMs-q.AtMs < int64(q.TTLms)+RequestSlack.Milliseconds() {
+			kept = append(kept, q)
+		}
+	}
+	if n := len(kept) - MaxRequests; n > 0 {
+		kept = append(kept[:0], kept[n:]...)
+	}
+	return kept
+}

@@ -1,0 +1,197 @@
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/persist"
+)
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketDomains = []byte("domains")
+	keySchema     = []byte("schema")
+	keyEpoch      = []byte("epoch")
+	schemaVersion = []byte("1")
+)
+
+// DefaultLockTimeout is how long Open waits for another process's lock.
+const DefaultLockTimeout = time.Second
+
+// Options tune a Store. The zero value means defaults.
+type Options struct {
+	// LockTimeout is how long Open waits for the file lock held by another
+	// process before failing with lease.ErrLocked. Default 1 s.
+	LockTimeout time.Duration
+	// Now gives the creation time that becomes a new file's epoch. Default
+	// time.Now.
+	Now func() time.Time
+	// OnCommit, if set, is called after each durable commit with the number
+	// of writes in it and how long it took. It must not call the Store.
+	OnCommit func(ops int, took time.Duration)
+}
+
+// Store is a lease.Store in one bbolt file. Safe for concurrent use.
+type Store struct {
+	db    *bolt.DB
+	w     *persist.Committer
+	epoch uint64
+}
+
+var _ lease.Store = (*Store)(nil)
+
+// Open opens or creates (mode 0600) the store at path. A new file gets the
+// epoch Now().UnixMilli(), durable before Open returns.
+func Open(path string, opts Options) (*Store, error) {
+	db, err := openDB(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	var epoch uint64
+	err = db.Update(func(tx *bolt.Tx) error {
+		epoch, err = initLayout(tx, now(opts))
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w := persist.NewCommitter(db, persist.CommitterOptions{OnCommit: opts.OnCommit})
+	return &Store{db: db, w: w, epoch: epoch}, nil
+}
+
+func openDB(path string, opts Options) (*bolt.DB, error) {
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (waited %v)", lease.ErrLocked, path, timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func now(opts Options) time.Time {
+	if opts.Now == nil {
+		return time.Now()
+	}
+	return opts.Now()
+}
+
+// initLayout creates the buckets and epoch of a new file and returns the
+// epoch.
+func initLayout(tx *bolt.Tx, created time.Time) (uint64, error) {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.CreateBucketIfNotExists(bucketDomains); err != nil {
+		return 0, err
+	}
+	if v := meta.Get(keySchema); v != nil && string(v) != string(schemaVersion) {
+		return 0, fmt.Errorf("%w: schema %q, want %q", lease.ErrCorrupt, v, schemaVersion)
+	}
+	if err := meta.Put(keySchema, schemaVersion); err != nil {
+		return 0, err
+	}
+	if v := meta.Get(keyEpoch); v != nil {
+		return decodeEpoch(v)
+	}
+	epoch := uint64(max(created.UnixMilli(), 1))
+	return epoch, meta.Put(keyEpoch, binary.BigEndian.AppendUint64(nil, epoch))
+}
+
+func decodeEpoch(v []byte) (uint64, error) {
+	if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 {
+		return 0, fmt.Errorf("%w: epoch %x", lease.ErrCorrupt, v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// Epoch returns the epoch read when the store was opened.
+func (s *Store) Epoch(context.Context) (uint64, error) { return s.epoch, nil }
+
+// Load returns domain's committed record.
+func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
+	var rec lease.Record
+	err := s.w.View(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = get(tx, domain)
+		return err
+	})
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("load %s: %w", domain, err)
+	}
+	return rec, nil
+}
+
+// Put stores rec if domain's record still has rec.Version; see lease.Store.
+// Writes of concurrent callers are group-committed.
+func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease.Record, error) {
+	conflict := false
+	err := s.w.Submit(ctx, domain, func(tx *bolt.Tx) (bool, error) {
+		cur, err := get(tx, domain)
+		if err != nil {
+			return false, err
+		}
+		if cur.Version != rec.Version {
+			conflict = true
+			return false, nil
+		}
+		rec.Version++
+		return true, put(tx, domain, rec)
+	})
+	switch {
+	case err != nil:
+		return lease.Record{}, fmt.Errorf("put %s: %w", domain, err)
+	case conflict:
+		return lease.Record{}, fmt.Errorf("put %s: %w", domain, lease.ErrConflict)
+	}
+	return rec, nil
+}
+
+// Err returns nil, or the error that failed the store (a failed commit):
+// it then accepts nothing more and must be reopened.
+func (s *Store) Err() error { return s.w.Err() }
+
+// Close waits for queued writes, then closes the file.
+func (s *Store) Close() error {
+	if err := s.w.Close(); err != nil {
+		return fmt.Errorf("close: %w", lease.ErrClosed)
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+func get(tx *bolt.Tx, domain string) (lease.Record, error) {
+	v := tx.Bucket(bucketDomains).Get([]byte(domain))
+	if v == nil {
+		return lease.Record{}, nil
+	}
+	var rec lease.Record
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return lease.Record{}, fmt.Errorf("%w: domain %q: %v", lease.ErrCorrupt, domain, err)
+	}
+	return rec, nil
+}
+
+func put(tx *bolt.Tx, domain string, rec lease.Record) error {
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", domain, err)
+	}
+	return tx.Bucket(bucketDomains).Put([]byte(domain), v)
+}

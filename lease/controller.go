@@ -1,0 +1,184 @@
+package lease
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// DefaultMaxWaiters bounds concurrent waiting acquires when Config leaves it 0.
+const DefaultMaxWaiters = 1024
+
+// Config configures a Controller. Store and Signer are required; zero
+// values of the other fields mean defaults.
+type Config struct {
+	// Store keeps the epoch and the domain records. The controller does not
+	// close it.
+	Store Store
+	// Signer mints tokens with the controller's current key.
+	Signer *fence.Signer
+	// Trusted are further public keys whose tokens renew and release accept,
+	// e.g. the previous key during a rotation. The Signer's key is always
+	// trusted.
+	Trusted []ed25519.PublicKey
+	// Clock is the time source. Default SystemClock.
+	Clock Clock
+	// Logger receives internal errors. Default: discard.
+	Logger *slog.Logger
+	// Observer, if set, is told the outcome and duration of every operation.
+	Observer Observer
+	// OnGrant, if set, is called with every new token after it is durable,
+	// from the granting goroutine, with no controller lock held. Calls for
+	// one domain may run concurrently and arrive out of order: the receiver
+	// orders them by token.
+	OnGrant func(t fence.Token)
+	// MaxWaiters bounds acquires waiting for a held domain at once; an
+	// acquire over the bound is answered held at once. Default 1024.
+	MaxWaiters int
+}
+
+// Observer receives the outcome of every operation. It is called
+// concurrently, with no controller lock held, and must not block.
+type Observer interface {
+	Observe(op Op, code Code, took time.Duration)
+}
+
+// Controller grants, renews and releases leases. Its methods are safe for
+// concurrent use; operations on one domain are serialized, operations on
+// different domains run concurrently and share store commits. It starts no
+// goroutines: a waiting acquire waits in its caller's goroutine.
+type Controller struct {
+	store   Store
+	signer  *fence.Signer
+	keys    *fence.KeyRing
+	clock   Clock
+	log     *slog.Logger
+	obs     Observer
+	onGrant func(fence.Token)
+	trusted []ed25519.PublicKey // signing key first
+	epoch   uint64
+	started time.Time     // leases found in the store run from here
+	waiters chan struct{} // semaphore of waiting acquires
+
+	mu      sync.Mutex // guards domains
+	domains map[string]*domain
+}
+
+// New reads the store's epoch and returns a Controller.
+func New(ctx context.Context, cfg Config) (*Controller, error) {
+	if cfg.Store == nil || cfg.Signer == nil {
+		return nil, fmt.Errorf("%w: Store and Signer are required", ErrConfig)
+	}
+	if cfg.MaxWaiters < 0 {
+		return nil, fmt.Errorf("%w: MaxWaiters %d is negative", ErrConfig, cfg.MaxWaiters)
+	}
+	cfg = cfg.withDefaults()
+	trusted := append([]ed25519.PublicKey{cfg.Signer.Public()}, cfg.Trusted...)
+	keys, err := fence.NewKeyRing(0, trusted...)
+	if err != nil {
+		return nil, fmt.Errorf("new controller: %w", err)
+	}
+	epoch, err := cfg.Store.Epoch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("new controller: %w", err)
+	}
+	return &Controller{
+		store: cfg.Store, signer: cfg.Signer, keys: keys, trusted: trusted, clock: cfg.Clock, log: cfg.Logger,
+		obs: cfg.Observer, onGrant: cfg.OnGrant, epoch: epoch, started: cfg.Clock.Now(),
+		waiters: make(chan struct{}, cfg.MaxWaiters), domains: make(map[string]*domain),
+	}, nil
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxWaiters == 0 {
+		cfg.MaxWaiters = DefaultMaxWaiters
+	}
+	return cfg
+}
+
+// Epoch returns the epoch of the tokens this controller mints.
+func (c *Controller) Epoch() uint64 { return c.epoch }
+
+// Keys returns the public keys the controller trusts, the signing key first.
+func (c *Controller) Keys() []ed25519.PublicKey {
+	return append([]ed25519.PublicKey(nil), c.trusted...)
+}
+
+// Do validates req for op on domain, runs it and returns the response.
+// It never fails: bad input is CodeBadRequest, a store failure
+// CodeInternal (and a log line). ctx bounds an acquire's wait and the wait
+// for room in the store's queue.
+func (c *Controller) Do(ctx context.Context, op Op, domain string, req Request) Response {
+	start := c.clock.Now()
+	resp := c.do(ctx, op, domain, req)
+	resp.RequestID = req.RequestID
+	if c.obs != nil {
+		c.obs.Observe(op, resp.Code, c.clock.Now().Sub(start))
+	}
+	return resp
+}
+
+func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) Response {
+	if err := fence.CheckID("domain", domain); err != nil {
+		return BadRequest(fmt.Errorf("%w: %v", ErrBadRequest, err))
+	}
+	if err := req.Validate(op); err != nil {
+		return BadRequest(err)
+	}
+	var resp Response
+	var err error
+	switch op {
+	case OpAcquire:
+		resp, err = c.acquire(ctx, domain, req)
+	case OpRenew:
+		resp, err = c.renew(ctx, domain, req)
+	case OpRelease:
+		resp, err = c.release(ctx, domain, req)
+	default:
+		resp, err = c.get(ctx, domain)
+	}
+	if errors.Is(err, ErrBadRequest) {
+		return BadRequest(err)
+	}
+	if err != nil {
+		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)
+		return Response{Code: CodeInternal, Message: "internal error"}
+	}
+	return resp
+}
+
+// BadRequest is the response to a request rejected with err.
+func BadRequest(err error) Response {
+	return Response{Code: CodeBadRequest, Message: err.Error()}
+}
+
+// ActiveLeases counts the domains with a live lease. Domains busy in a
+// store write are counted as they were before it.
+func (c *Controller) ActiveLeases() int {
+	c.mu.Lock()
+	ds := make([]*domain, 0, len(c.domains))
+	for _, d := range c.domains {
+		ds = append(ds, d)
+	}
+	c.mu.Unlock()
+	now := c.clock.Now()
+	n := 0
+	for _, d := range ds {
+		if d.liveAt(now) {
+			n++
+		}
+	}
+	return n
+}

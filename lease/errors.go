@@ -1,0 +1,21 @@
+package lease
+
+import "errors"
+
+// Errors of the lease package; test with errors.Is.
+var (
+	// ErrBadRequest: a request is malformed or out of range. Its message
+	// says which field and why; it is answered CodeBadRequest.
+	ErrBadRequest = errors.New("lease: bad request")
+	// ErrConflict: a Store's compare-and-put found a record newer than the
+	// one the caller read (another writer got there first).
+	ErrConflict = errors.New("lease: store record changed concurrently")
+	// ErrCorrupt: a stored record cannot be decoded.
+	ErrCorrupt = errors.New("lease: corrupt store record")
+	// ErrLocked: another process holds the store.
+	ErrLocked = errors.New("lease: store is locked by another process")
+	// ErrClosed: the controller or store has been closed.
+	ErrClosed = errors.New("lease: closed")
+	// ErrConfig: a Config cannot work; the message names the field.
+	ErrConfig = errors.New("lease: invalid config")
+)

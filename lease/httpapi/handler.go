@@ -1,0 +1,173 @@
+// Package httpapi serves a lease controller over HTTP JSON: the lease
+// operations, the controller's public keys, health, readiness and metrics.
+//
+//	POST /v1/leases/{domain}/acquire|renew|release   body: lease.Request
+//	GET  /v1/leases/{domain}                         (get)
+//	GET  /v1/keys                                    public keys with key ids
+//	GET  /healthz, /readyz, /metrics
+//
+// Responses are lease.Response. Status: 200 when ok, 409 for held,
+// not_holder and expired, 400 for bad input (with a JSON body), 500 for
+// internal errors.
+package httpapi
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+)
+
+// Controller is what the handler serves; *lease.Controller implements it.
+// Methods are called concurrently.
+type Controller interface {
+	Do(ctx context.Context, op lease.Op, domain string, req lease.Request) lease.Response
+	Keys() []ed25519.PublicKey
+	Epoch() uint64
+}
+
+// Config configures the handler. Controller is required.
+type Config struct {
+	Controller Controller
+	// Ready reports whether the controller can serve (store healthy, broker
+	// connected); nil means always ready. /readyz answers 503 otherwise.
+	Ready func() error
+	// Metrics serves /metrics; nil leaves the path unserved.
+	Metrics http.Handler
+	Logger  *slog.Logger
+}
+
+// New returns the controller's HTTP handler.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{cfg: cfg, log: cfg.Logger.With("component", "http")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/leases/{domain}/{op}", h.operate)
+	mux.HandleFunc("GET /v1/leases/{domain}", h.get)
+	mux.HandleFunc("GET /v1/keys", h.keys)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", h.ready)
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	return mux
+}
+
+type handler struct {
+	cfg Config
+	log *slog.Logger
+}
+
+func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
+	domain := r.PathValue("domain")
+	op, err := lease.ParseOp(r.PathValue("op"))
+	if err == nil && op == lease.OpGet {
+		err = fmt.Errorf("%w: get is GET /v1/leases/{domain}", lease.ErrBadRequest)
+	}
+	var req lease.Request
+	if err == nil {
+		req, err = decodeBody(w, r)
+	}
+	if err != nil {
+		h.badRequest(w, r, err)
+		return
+	}
+	req.ReplyTo = "" // meaningless over HTTP
+	h.respond(w, r, h.cfg.Controller.Do(r.Context(), op, domain, req))
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	req := lease.Request{RequestID: r.URL.Query().Get("request_id")}
+	h.respond(w, r, h.cfg.Controller.Do(r.Context(), lease.OpGet, r.PathValue("domain"), req))
+}
+
+// decodeBody reads at most lease.MaxRequestBytes of JSON.
+func decodeBody(w http.ResponseWriter, r *http.Request) (lease.Request, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lease.MaxRequestBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return lease.Request{}, fmt.Errorf("%w: body is over %d bytes", lease.ErrBadRequest, lease.MaxRequestBytes)
+	}
+	if err != nil {
+		return lease.Request{}, fmt.Errorf("%w: read body: %v", lease.ErrBadRequest, err)
+	}
+	return lease.DecodeRequest(body)
+}
+
+func (h *handler) badRequest(w http.ResponseWriter, r *http.Request, err error) {
+	h.respond(w, r, lease.BadRequest(err))
+}
+
+func (h *handler) respond(w http.ResponseWriter, r *http.Request, resp lease.Response) {
+	if resp.Code == lease.CodeBadRequest {
+		h.log.Warn("bad request", "method", r.Method, "path", r.URL.Path, "err", resp.Message)
+	}
+	writeJSON(w, status(resp), resp)
+}
+
+// status maps a response to its HTTP status.
+func status(resp lease.Response) int {
+	switch {
+	case resp.OK:
+		return http.StatusOK
+	case resp.Code == lease.CodeBadRequest:
+		return http.StatusBadRequest
+	case resp.Code == lease.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusConflict
+}
+
+// Key is one entry of GET /v1/keys.
+type Key struct {
+	ID        string `json:"key_id"`
+	Algorithm string `json:"alg"`        // "Ed25519"
+	Public    string `json:"public_key"` // PEM (PKIX), as in controller.pub
+	Signing   bool   `json:"signing"`    // the key new tokens are signed with
+}
+
+func (h *handler) keys(w http.ResponseWriter, _ *http.Request) {
+	var out struct {
+		Epoch uint64 `json:"epoch"`
+		Keys  []Key  `json:"keys"`
+	}
+	out.Epoch = h.cfg.Controller.Epoch()
+	for i, k := range h.cfg.Controller.Keys() {
+		der, err := x509.MarshalPKIXPublicKey(k)
+		if err != nil {
+			h.log.Error("encode public key", "err", err)
+			writeJSON(w, http.StatusInternalServerError, lease.Response{Code: lease.CodeInternal})
+			return
+		}
+		out.Keys = append(out.Keys, Key{ID: fence.KeyIDOf(k).String(), Algorithm: "Ed25519",
+			Public: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), Signing: i == 0})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) ready(w http.ResponseWriter, _ *http.Request) {
+	if h.cfg.Ready != nil {
+		if err := h.cfg.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	io.WriteString(w, "ready\n")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

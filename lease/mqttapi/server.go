@@ -1,0 +1,245 @@
+package mqttapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// Defaults of Config.
+const (
+	DefaultQueueSize   = 4096
+	DefaultMaxInFlight = 4096
+	// publishTimeout bounds the wait for the broker to take one publish.
+	publishTimeout = 10 * time.Second
+	// maxPeekBytes bounds the payload searched for a reply_to after it was
+	// rejected.
+	maxPeekBytes = 1 << 20
+	maxTopicLen  = 1024
+)
+
+// Handler runs one lease operation; *lease.Controller implements it. It is
+// called concurrently.
+type Handler interface {
+	Do(ctx context.Context, op lease.Op, domain string, req lease.Request) lease.Response
+}
+
+// Config configures a Server. MQTT.Broker is required; zero values of the
+// other fields mean defaults.
+type Config struct {
+	MQTT   mqtt.Config
+	Topics mqtt.Topics
+	Logger *slog.Logger
+	// QueueSize bounds requests received but not yet dispatched; requests
+	// beyond it are dropped with a log line. Default 4096.
+	QueueSize int
+	// MaxInFlight bounds requests being handled at once (waiting acquires
+	// included). Default 4096.
+	MaxInFlight int
+}
+
+// Server is the MQTT front of a lease controller. Create it with New, hand
+// its Announce to the controller's OnGrant, then Start it; Close stops it.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	client paho.Client
+	pub    *publisher
+	queue  chan message
+
+	subscribed atomic.Bool // set when the request subscription is in place
+
+	ctx    context.Context // cancelled by Close: ends waiting acquires
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // dispatcher, handlers and publisher
+
+	startOnce sync.Once
+	closeOnce sync.Once
+}
+
+type message struct {
+	topic   string
+	payload []byte
+}
+
+// New builds a Server and its client without connecting.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.MQTT.Validate("mqtt"); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MQTT.ClientID == "" {
+		cfg.MQTT.ClientID = "fencegate-controller"
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	opts, err := cfg.MQTT.ClientOptions(s.onConnect)
+	if err != nil {
+		return nil, err
+	}
+	opts.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		s.subscribed.Store(false)
+		s.log.Warn("broker connection lost", "err", err)
+	})
+	s.client = paho.NewClient(opts)
+	s.pub = newPublisher(s.client, cfg.Topics, s.log)
+	return s, nil
+}
+
+// Announce queues t's wire form for retained publication on its domain's
+// grant topic, unless a newer token of the domain was announced. It never
+// blocks; it is meant as the controller's OnGrant.
+func (s *Server) Announce(t fence.Token) { s.pub.announce(t) }
+
+// Start connects in the background (retrying until the broker answers) and
+// serves requests with h until Close. It returns at once.
+func (s *Server) Start(h Handler) {
+	s.startOnce.Do(func() {
+		s.wg.Add(2)
+		go s.dispatch(h)
+		go s.pub.run(s.ctx, &s.wg)
+		s.client.Connect() // completes on connect; onConnect subscribes
+	})
+}
+
+// Ready reports whether the server is connected and subscribed.
+func (s *Server) Ready() bool { return s.subscribed.Load() && s.client.IsConnectionOpen() }
+
+// Close stops taking requests, ends waiting acquires, waits for every
+// handler and the publisher, and disconnects.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.client.Disconnect(250)
+	})
+}
+
+// onConnect runs in a paho goroutine after every connection: subscribe
+// (again) and republish the newest grants, which a restarted broker lost.
+func (s *Server) onConnect(c paho.Client) {
+	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
+	tok := c.Subscribe(s.cfg.Topics.AllLeaseOps(), 1, s.receive)
+	go func() { // waiting here would block paho's connection handling
+		if err := mqtt.Wait(tok, publishTimeout); err != nil {
+			s.log.Error("subscribe failed", "err", err)
+			return
+		}
+		s.subscribed.Store(true)
+	}()
+	s.pub.republishAll()
+}
+
+// receive is the paho callback: it only queues.
+func (s *Server) receive(_ paho.Client, m paho.Message) {
+	msg := message{topic: m.Topic(), payload: append([]byte(nil), m.Payload()...)}
+	select {
+	case s.queue <- msg:
+	default:
+		s.log.Warn("request queue full, dropping request", "topic", msg.topic)
+	}
+}
+
+// dispatch runs each queued request in its own goroutine, at most
+// MaxInFlight at once, until Close.
+func (s *Server) dispatch(h Handler) {
+	defer s.wg.Done()
+	slots := make(chan struct{}, s.cfg.MaxInFlight)
+	for {
+		var m message
+		select {
+		case m = <-s.queue:
+		case <-s.ctx.Done():
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer func() { <-slots; s.wg.Done() }()
+			s.handle(h, m)
+		}()
+	}
+}
+
+// handle answers one request; bad input is answered bad_request where a
+// reply topic can be found, and logged.
+func (s *Server) handle(h Handler, m message) {
+	domain, opName, err := s.cfg.Topics.ParseLeaseTopic(m.topic)
+	if err != nil {
+		s.log.Warn("request on unexpected topic", "topic", m.topic)
+		return
+	}
+	if opName == "grant" {
+		return // our own announcements come back through the wildcard
+	}
+	req, err := lease.DecodeRequest(m.payload)
+	if err != nil && len(m.payload) <= maxPeekBytes {
+		req.RequestID, req.ReplyTo = lease.PeekReply(m.payload)
+	}
+	if rerr := s.checkReplyTo(req.ReplyTo); rerr != nil {
+		s.log.Warn("bad request, no reply possible", "topic", m.topic, "err", errors.Join(err, rerr))
+		return
+	}
+	var resp lease.Response
+	op, operr := lease.ParseOp(opName)
+	if err = errors.Join(err, operr); err != nil {
+		resp = lease.BadRequest(err)
+		resp.RequestID = req.RequestID
+	} else {
+		resp = h.Do(s.ctx, op, domain, req)
+	}
+	if resp.Code == lease.CodeBadRequest {
+		s.log.Warn("bad request", "topic", m.topic, "request_id", req.RequestID, "err", resp.Message)
+	}
+	s.reply(req.ReplyTo, resp)
+}
+
+// checkReplyTo accepts a topic a response can be published to: not empty,
+// no wildcards, not a $SYS topic and not one of our own lease topics.
+func (s *Server) checkReplyTo(t string) error {
+	switch {
+	case t == "":
+		return fmt.Errorf("%w: reply_to is missing", lease.ErrBadRequest)
+	case len(t) > maxTopicLen || strings.ContainsAny(t, "+#\x00") || strings.HasPrefix(t, "$"):
+		return fmt.Errorf("%w: reply_to %.64q is not a topic to publish to", lease.ErrBadRequest, t)
+	}
+	if _, _, err := s.cfg.Topics.ParseLeaseTopic(t); err == nil {
+		return fmt.Errorf("%w: reply_to %q is a lease topic", lease.ErrBadRequest, t)
+	}
+	return nil
+}
+
+func (s *Server) reply(topic string, resp lease.Response) {
+	payload, err := json.Marshal(resp)
+	if err != nil {
+		s.log.Error("encode response", "err", err)
+		return
+	}
+	if err := mqtt.Wait(s.client.Publish(topic, 1, false, payload), publishTimeout); err != nil {
+		s.log.Warn("publish response failed", "reply_to", topic, "err", err)
+	}
+}

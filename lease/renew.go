@@ -1,0 +1,119 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+)
+
+// renew extends the live lease req.Token names, keeping its token.
+func (c *Controller) renew(ctx context.Context, name string, req Request) (Response, error) {
+	tok, err := c.verify(name, req)
+	if err != nil {
+		return Response{}, err
+	}
+	d, err := c.lock(ctx, name)
+	if err != nil {
+		return Response{}, err
+	}
+	defer d.mu.Unlock()
+	now := c.clock.Now()
+	if resp, ok := current(d, tok, now); !ok {
+		return resp, nil
+	}
+	l := d.rec.Lease
+	ttl := l.TTLms
+	if req.TTLms != 0 && req.TTLms != ttl {
+		// A restart honours the stored TTL, so a changed one is stored first.
+		ttl = req.TTLms
+		next := d.rec.clone()
+		next.Lease.TTLms = ttl
+		if err := c.commit(ctx, name, d, next); err != nil {
+			return Response{}, err
+		}
+	}
+	d.setDeadline(c.clock.Now().Add(msDuration(ttl)))
+	return Response{OK: true, Code: CodeRenewed, Token: l.Token, Holder: l.Holder, ExpiresInMs: int64(ttl)}, nil
+}
+
+// release ends the lease req.Token names, expired or not, and wakes
+// waiting acquires.
+func (c *Controller) release(ctx context.Context, name string, req Request) (Response, error) {
+	tok, err := c.verify(name, req)
+	if err != nil {
+		return Response{}, err
+	}
+	d, err := c.lock(ctx, name)
+	if err != nil {
+		return Response{}, err
+	}
+	defer d.mu.Unlock()
+	if l := d.rec.Lease; l == nil || l.Token != tok.Raw {
+		return notHolder(d, c.clock.Now()), nil
+	}
+	next := d.rec.clone()
+	next.Lease = nil
+	if err := c.commit(ctx, name, d, next); err != nil {
+		return Response{}, err
+	}
+	d.free()
+	return Response{OK: true, Code: CodeReleased, Holder: tok.Holder}, nil
+}
+
+// get reports name's live lease (CodeHeld), its expired one (CodeExpired)
+// or that it is free (CodeReleased); all with OK set.
+func (c *Controller) get(ctx context.Context, name string) (Response, error) {
+	d, err := c.lock(ctx, name)
+	if err != nil {
+		return Response{}, err
+	}
+	defer d.mu.Unlock()
+	now := c.clock.Now()
+	l := d.rec.Lease
+	switch {
+	case l == nil:
+		return Response{OK: true, Code: CodeReleased}, nil
+	case !d.live(now):
+		return Response{OK: true, Code: CodeExpired, Token: l.Token, Holder: l.Holder}, nil
+	}
+	return Response{OK: true, Code: CodeHeld, Token: l.Token, Holder: l.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, nil
+}
+
+// verify checks req.Token's signature and that it belongs to name and to
+// req.Holder if one is given. Errors wrap ErrBadRequest.
+func (c *Controller) verify(name string, req Request) (fence.Token, error) {
+	tok, err := c.keys.Verify(req.Token)
+	switch {
+	case err != nil:
+		return fence.Token{}, fmt.Errorf("%w: token: %v", ErrBadRequest, err)
+	case tok.Domain != name:
+		return fence.Token{}, fmt.Errorf("%w: token is for domain %q, not %q", ErrBadRequest, tok.Domain, name)
+	case req.Holder != "" && req.Holder != tok.Holder:
+		return fence.Token{}, fmt.Errorf("%w: token is held by %q, not %q", ErrBadRequest, tok.Holder, req.Holder)
+	}
+	return tok, nil
+}
+
+// current reports whether tok is d's live lease; if not, it returns the
+// answer: CodeExpired for that lease past its time, CodeNotHolder for a
+// released or superseded one. d.mu is held.
+func current(d *domain, tok fence.Token, now time.Time) (Response, bool) {
+	l := d.rec.Lease
+	switch {
+	case l == nil || l.Token != tok.Raw:
+		return notHolder(d, now), false
+	case !d.live(now):
+		return Response{Code: CodeExpired, Token: l.Token, Holder: l.Holder}, false
+	}
+	return Response{}, true
+}
+
+// notHolder answers CodeNotHolder, naming the live holder if there is one.
+func notHolder(d *domain, now time.Time) Response {
+	if d.live(now) {
+		return Response{Code: CodeNotHolder, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}
+	}
+	return Response{Code: CodeNotHolder}
+}
