@@ -1,0 +1,205 @@
+// Command fencebench measures persist's group commit on the disk of a
+// directory and prints the figures as a table.
+//
+// For each device count it runs, for -duration each and in the same
+// scratch directory: the raw write+fdatasync loop (the disk's baseline),
+// the durable Accept workload (one goroutine per device, a new command and
+// an advancing token per Accept), and the same devices with one plain bbolt
+// Update per operation (no group commit). It prints accepts/s, commits/s,
+// operations per commit, Accept latency percentiles, the raw fsync rate and
+// the ratios of accepts/s to both baselines. Speed is measured, not
+// asserted: the figures are only comparable with the baselines of the same
+// run.
+//
+// Usage:
+//
+//	go run ./cmd/fencebench [-dir DIR] [-duration 2s] [-devices 1,10,100]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/benchload"
+)
+
+// config is fencebench's flags.
+type config struct {
+	dir      string        // parent of the scratch directory; "" is os.TempDir()
+	duration time.Duration // length of each measurement
+	devices  []int         // concurrent device counts, one table row each
+}
+
+func main() {
+	cfg := config{devices: []int{1, 10, 100}}
+	flag.StringVar(&cfg.dir, "dir", "", "directory on the disk to measure; a scratch directory is made in it and removed at exit (default os.TempDir())")
+	flag.DurationVar(&cfg.duration, "duration", 2*time.Second, "length of each measurement")
+	flag.Func("devices", "comma-separated concurrent device counts (default 1,10,100)", func(s string) (err error) {
+		cfg.devices, err = parseDevices(s)
+		return err
+	})
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fencebench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseDevices(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("device count %q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// run measures every device count of cfg in a new scratch directory and
+// prints a table row to out as each is done. Cancelling ctx stops the
+// measurement in progress and is a clean exit: the rows done so far stay
+// printed. The scratch directory is removed before run returns.
+func run(ctx context.Context, cfg config, out io.Writer) (err error) {
+	if cfg.duration <= 0 {
+		return fmt.Errorf("-duration %v is not positive", cfg.duration)
+	}
+	dir, err := os.MkdirTemp(cfg.dir, "fencebench-")
+	if err != nil {
+		return fmt.Errorf("scratch directory: %w", err)
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
+	tokens, err := benchload.NewTokens()
+	if err != nil {
+		return err
+	}
+	printHeader(out, dir, cfg.duration)
+	for _, n := range cfg.devices {
+		r, err := measure(ctx, dir, n, cfg.duration, tokens)
+		if ctx.Err() != nil {
+			fmt.Fprintln(out, "interrupted")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("devices=%d: %w", n, err)
+		}
+		r.print(out)
+	}
+	return nil
+}
+
+// row is one device count's measurements.
+type row struct {
+	devices            int
+	raw                benchload.Result // write 4 KiB + fdatasync loop
+	accept             benchload.Result // durable Store.Accept
+	commits, committed int64            // persist commits and the ops they held
+	raised             int64            // accepts that raised the fence
+	updateEach         benchload.Result // one bbolt Update per op
+}
+
+// measure runs the three workloads for devices devices, d each, in dir.
+func measure(ctx context.Context, dir string, devices int, d time.Duration, tokens *benchload.Tokens) (row, error) {
+	r := row{devices: devices}
+	var err error
+	if r.raw, err = benchload.RawFsync(ctx, dir, d); err != nil {
+		return r, err
+	}
+	if err := tokens.Grow(tokensNeeded(r.raw.Rate(), d)); err != nil {
+		return r, err
+	}
+	if err := measureAccept(ctx, &r, filepath.Join(dir, "accept.db"), tokens, d); err != nil {
+		return r, err
+	}
+	value := benchload.RecordValue(tokens.At(0).Raw)
+	r.updateEach, err = measureBolt(ctx, filepath.Join(dir, "update-each.db"), devices, d, value)
+	return r, err
+}
+
+// maxTokens caps the pre-signed pool (about a second of signing).
+const maxTokens = 1 << 16
+
+// tokensNeeded bounds the operations one device can do in d: each waits for
+// at least one commit, and a commit for at least one fdatasync, so no device
+// outruns the raw fsync rate; 1.5 is a margin for the noise between runs.
+func tokensNeeded(rawRate float64, d time.Duration) int {
+	return min(int(1.5*rawRate*d.Seconds())+1000, maxTokens)
+}
+
+// measureAccept runs the durable Accept workload on a new store file at
+// path, which it removes afterwards, and fills r's accept fields.
+func measureAccept(ctx context.Context, r *row, path string, tokens *benchload.Tokens, d time.Duration) (err error) {
+	load, err := benchload.OpenAcceptLoad(path, tokens, r.devices, false)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, os.Remove(path)) }()
+	r.accept, err = benchload.Run(ctx, r.devices, benchload.Limit{Duration: d}, load.Op)
+	r.commits, r.committed = load.Commits()
+	r.raised = load.Raised()
+	return errors.Join(err, load.Close())
+}
+
+// measureBolt runs the one-Update-per-operation baseline on a new bbolt
+// file at path, which it removes afterwards.
+func measureBolt(ctx context.Context, path string, devices int, d time.Duration, value []byte) (res benchload.Result, err error) {
+	load, err := benchload.OpenBoltLoad(path, devices, false, value)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, os.Remove(path)) }()
+	res, err = benchload.Run(ctx, devices, benchload.Limit{Duration: d}, load.Op)
+	return res, errors.Join(err, load.Close())
+}
+
+// rowFormat lays out the table; printHeader and row.print share it.
+const rowFormat = "%7v %10v %10v %10v %9v %9v %13v %11v %14v %14v\n"
+
+func printHeader(out io.Writer, dir string, d time.Duration) {
+	fmt.Fprintf(out, "fencebench: durable Store.Accept (group commit) against raw write+fdatasync and one bbolt Update per op\n")
+	fmt.Fprintf(out, "dir %s, %v per measurement, %s/%s, GOMAXPROCS=%d, %s\n\n",
+		dir, d, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(out, rowFormat, "devices", "accepts/s", "commits/s", "ops/commit", "p50", "p99",
+		"raw fsyncs/s", "accepts/raw", "update-each/s", "×update-each")
+}
+
+func (r row) print(out io.Writer) {
+	rate := r.accept.Rate()
+	opsPerCommit := 0.0
+	if r.commits > 0 {
+		opsPerCommit = float64(r.committed) / float64(r.commits)
+	}
+	fmt.Fprintf(out, rowFormat, r.devices, num(rate), num(benchload.PerSecond(r.commits, r.accept.Elapsed)),
+		fmt.Sprintf("%.1f", opsPerCommit), ms(r.accept.Percentile(0.5)), ms(r.accept.Percentile(0.99)),
+		num(r.raw.Rate()), ratio(rate, r.raw.Rate()), num(r.updateEach.Rate()), ratio(rate, r.updateEach.Rate()))
+	if r.raised < int64(r.accept.Ops) {
+		fmt.Fprintf(out, "        (%d of %d accepts raised the fence: the pre-signed tokens ran out)\n",
+			r.raised, r.accept.Ops)
+	}
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3fms", float64(d)/float64(time.Millisecond)) }
+
+func ratio(a, b float64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
