@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/devices"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// Version is reported in the agent's status messages.
+var Version = "dev"
+
+// Agent owns the devices of one gateway. Create it with New, then call Run
+// once.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	env     *env
+	devices []*device
+	byID    map[string]*device
+	boot    time.Time
+
+	broker *mqtt.Embedded // nil when an external broker is configured
+	httpLn net.Listener   // nil when HTTP is off
+	conn   *connection
+
+	failOnce sync.Once
+	failed   chan struct{} // closed by fail
+	failErr  error         // set before failed is closed
+}
+
+// New opens everything the agent needs — trust keys, the fence store, the
+// drivers, the embedded broker and the HTTP listener — so that errors show
+// at start and addresses are known before Run. On error, whatever was
+// opened is closed again.
+func New(cfg Config, log *slog.Logger) (a *Agent, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a = &Agent{cfg: cfg, log: log, byID: map[string]*device{}, boot: time.Now(), failed: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			a.closeAll()
+		}
+	}()
+	m := newMetrics()
+	a.env = &env{topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix}, m: m, agentID: cfg.Agent.ID,
+		maxPayload: cfg.Limits.MaxPayload, fatal: a.fail}
+	if a.env.keys, err = loadKeys(cfg.Trust.Keys); err != nil {
+		return nil, err
+	}
+	if a.env.store, err = openStore(cfg.Agent.DataDir, m); err != nil {
+		return nil, err
+	}
+	a.logInDoubt()
+	if err = a.openDevices(); err != nil {
+		return nil, err
+	}
+	if err = a.listen(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func loadKeys(paths []string) (*fence.KeyRing, error) {
+	ring, err := fence.NewKeyRing(0)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range paths {
+		pub, err := fence.LoadPublicKey(p)
+		if err != nil {
+			return nil, fmt.Errorf("trust.keys[%d]: %w", i, err)
+		}
+		if err := ring.Add(pub); err != nil {
+			return nil, fmt.Errorf("trust.keys[%d]: %w", i, err)
+		}
+	}
+	return ring, nil
+}
+
+func openStore(dir string, m *metrics) (*persist.Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent.data_dir: %w", err)
+	}
+	return persist.Open(filepath.Join(dir, "fence.db"), persist.Options{OnCommit: m.onCommit})
+}
+
+func (a *Agent) logInDoubt() {
+	for _, c := range a.env.store.InDoubtAtOpen() {
+		a.log.Warn("command in doubt after restart: accepted, no result recorded", "device", c.Device, "id", c.ID)
+	}
+}
+
+func (a *Agent) openDevices() error {
+	fences, err := a.env.store.Fences()
+	if err != nil {
+		return err
+	}
+	for i, dc := range a.cfg.Devices {
+		dlog := a.log.With("device", dc.ID)
+		settings := devices.Settings{Node: &a.cfg.Devices[i].Settings, Path: fmt.Sprintf("devices[%d].settings", i)}
+		drv, err := devices.Open(dc.Driver, dc.ID, settings, dlog)
+		if err != nil {
+			return fmt.Errorf("devices[%d] (%s): %w", i, dc.ID, err)
+		}
+		d := newDevice(dc, drv, a.env, a.cfg.Limits.Queue, dlog)
+		d.fence = fences[dc.ID].Token
+		a.devices = append(a.devices, d)
+		a.byID[dc.ID] = d
+	}
+	return nil
+}
+
+// listen starts the embedded broker (if no broker is configured) and opens
+// the HTTP listener (unless it is off).
+func (a *Agent) listen() error {
+	if a.cfg.MQTT.Broker == "" {
+		b, err := mqtt.StartEmbedded(a.cfg.MQTT.Listen, a.log.With("component", "broker"))
+		if err != nil {
+			return fmt.Errorf("mqtt.listen: %w", err)
+		}
+		a.broker = b
+	}
+	if a.cfg.HTTP.Listen != "off" {
+		ln, err := net.Listen("tcp", a.cfg.HTTP.Listen)
+		if err != nil {
+			return fmt.Errorf("http.listen: %w", err)
+		}
+		a.httpLn = ln
+	}
+	return nil
+}
+
+// BrokerURL is the broker the agent connects to.
+func (a *Agent) BrokerURL() string {
+	if a.broker != nil {
+		return a.broker.URL()
+	}
+	return a.cfg.MQTT.Broker
+}
+
+// HTTPAddr is the HTTP listener's address, or "" if HTTP is off.
+func (a *Agent) HTTPAddr() string {
+	if a.httpLn == nil {
+		return ""
+	}
+	return a.httpLn.Addr().String()
+}
+
+// Run serves until ctx is done or the fence store fails, then shuts down
+// in order: stop taking commands, finish what was taken (results are
+// journaled and published), announce offline, disconnect, close drivers,
+// the broker and, last, the store. It returns nil after a clean stop and
+// the store's error after a failure.
+func (a *Agent) Run(ctx context.Context) error {
+	conn, err := a.newConnection()
+	if err != nil {
+		a.closeAll()
+		return err
+	}
+	a.conn = conn
+	srv := a.serveHTTP()
+	stop := make(chan struct{})
+	var workers sync.WaitGroup
+	for _, d := range a.devices {
+		workers.Go(func() { d.run(stop) })
+	}
+	conn.start()
+	select {
+	case <-ctx.Done():
+	case <-a.failed:
+	}
+	a.shutdown(conn, stop, &workers, srv)
+	return a.failErr
+}
+
+func (a *Agent) shutdown(conn *connection, stop chan struct{}, workers *sync.WaitGroup, srv *http.Server) {
+	a.log.Info("stopping: finishing queued commands")
+	conn.stopIntake()
+	close(stop)
+	workers.Wait()
+	conn.close()
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	a.closeAll()
+	a.log.Info("stopped")
+}
+
+// closeAll closes drivers, the broker, the HTTP listener and the store, in
+// that order; it is safe on a partly opened agent.
+func (a *Agent) closeAll() {
+	for _, d := range a.devices {
+		if err := d.driver.Close(); err != nil {
+			a.log.Warn("closing driver", "device", d.id, "err", err)
+		}
+	}
+	if a.broker != nil {
+		_ = a.broker.Close()
+	}
+	if a.httpLn != nil {
+		_ = a.httpLn.Close()
+	}
+	if a.env != nil && a.env.store != nil {
+		if err := a.env.store.Close(); err != nil && !errors.Is(err, persist.ErrClosed) {
+			a.log.Error("closing fence store", "err", err)
+		}
+	}
+}
+
+// fail stops the agent after a fence store failure: nothing more can be
+// fenced safely. It may be called from any goroutine, more than once.
+func (a *Agent) fail(err error) {
+	a.failOnce.Do(func() {
+		a.log.Error("fence store failed; stopping", "err", err)
+		a.failErr = fmt.Errorf("agent: %w", err)
+		close(a.failed)
+	})
+}

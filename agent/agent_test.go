@@ -1,0 +1,307 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fencegate/fencegate/devices/sim"
+	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/eclipse/paho.mqtt.golang.(*router).matchAndDispatch"))
+}
+
+func set(id, tok string, v int) mqtt.Command {
+	return mqtt.Command{ID: id, Token: tok, Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))}
+}
+
+func wantResult(t *testing.T, r mqtt.Result, st mqtt.Status, code mqtt.Code) {
+	t.Helper()
+	if r.Status != st || r.Code != code {
+		t.Fatalf("result %s: %s/%s (%s), want %s/%s", r.ID, r.Status, r.Code, r.Message, st, code)
+	}
+}
+
+// TestStaleHolderIsFenced is the scenario fencegate exists for: A holds
+// token 41 and pauses; B gets 42 and writes; A's delayed write is rejected
+// with the fence at 42 and never reaches the device.
+func TestStaleHolderIsFenced(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.send("pump1", set("b1", h.token(42, "B"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	r := h.sup.send("pump1", set("a2", h.token(41, "A"), 3))
+	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
+		t.Fatalf("rejection carries fence %+v, want seq 42 of B", r.Fence)
+	}
+	entries := simLog(t, h, "pump1")
+	if len(entries) != 2 || entries[1].ID != "b1" {
+		t.Fatalf("device applied %+v, want a1 then b1", entries)
+	}
+}
+
+// TestGrantAnnouncementRaisesFence: B's grant is announced before B sends
+// anything; A's delayed write is already rejected.
+func TestGrantAnnouncementRaisesFence(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	grant, _ := json.Marshal(mqtt.Grant{Token: h.token(42, "B")})
+	forged, _ := json.Marshal(mqtt.Grant{Token: forgedToken(t, 99)})
+	h.sup.client.Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, forged).Wait()
+	h.sup.client.Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, grant).Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := h.sup.send("pump1", set(fmt.Sprintf("a-%d", time.Now().UnixNano()), h.token(41, "A"), 2))
+		if r.Code == mqtt.CodeStaleToken {
+			if r.Fence.Seq != 42 {
+				t.Fatalf("fence %+v, want 42 (the forged grant must not count)", r.Fence)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grant never raised the fence; last result %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f, err := h.agent.env.store.Fences()
+	if err != nil || f["pump1"].Token.Seq != 42 {
+		t.Fatalf("stored fence %v (%v), want 42", f["pump1"].Token, err)
+	}
+}
+
+func forgedToken(t *testing.T, seq uint64) string {
+	t.Helper()
+	tok, err := testSigner(t, 77).Sign(fenceToken("plant", seq, "M"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Raw
+}
+
+func simLog(t *testing.T, h *harness, device string) []sim.Entry {
+	t.Helper()
+	entries, err := sim.ReadLog(filepath.Join(h.dir, device+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.CheckLog(entries); err != nil {
+		t.Fatal(err)
+	}
+	return entries
+}
+
+func TestDuplicateAppliedOnce(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	tok := h.token(5, "A")
+	first := h.sup.send("pump1", set("c1", tok, 7))
+	wantResult(t, first, mqtt.StatusApplied, mqtt.CodeOK)
+	again := h.sup.send("pump1", set("c1", tok, 7))
+	wantResult(t, again, mqtt.StatusApplied, mqtt.CodeOK)
+	if !again.Duplicate || first.Duplicate || string(again.Output) != string(first.Output) {
+		t.Fatalf("retry: %+v, first: %+v", again, first)
+	}
+	if n := len(simLog(t, h, "pump1")); n != 1 {
+		t.Fatalf("device applied %d times, want 1", n)
+	}
+}
+
+func TestRestartKeepsFence(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	wantResult(t, h.sup.send("pump1", set("b1", h.token(42, "B"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 2)), mqtt.StatusRejected, mqtt.CodeStaleToken)
+	r := h.sup.send("pump1", set("b1", h.token(42, "B"), 1))
+	if !r.Duplicate || r.Status != mqtt.StatusApplied {
+		t.Fatalf("retry after restart: %+v", r)
+	}
+}
+
+// TestBadInputAnsweredAndChangesNothing sends every kind of bad command and
+// checks each gets its code, and that neither the device nor the store
+// changed.
+func TestBadInputAnsweredAndChangesNothing(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.Limits.MaxPayload = 4096
+	h.start()
+	good := h.token(10, "A")
+	wantResult(t, h.sup.send("pump1", set("ok", good, 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	tampered := good[:len(good)-3] + flip(good[len(good)-3]) + good[len(good)-2:]
+	past := time.Now().Add(-time.Minute).UnixMilli()
+	tests := []struct {
+		name    string
+		payload string
+		code    mqtt.Code
+	}{
+		{"malformed json", `{"id":"m1","token":`, mqtt.CodeBadRequest},
+		{"wrong type", `{"id":"m2","token":"` + good + `","op":5}`, mqtt.CodeBadRequest},
+		{"missing token", `{"id":"m3","op":"set"}`, mqtt.CodeBadRequest},
+		{"missing op", `{"id":"m4","token":"` + good + `"}`, mqtt.CodeBadRequest},
+		{"unknown field", `{"id":"m5","token":"` + good + `","op":"set","deadline":1}`, mqtt.CodeBadRequest},
+		{"args not object", `{"id":"m6","token":"` + good + `","op":"set","args":[1]}`, mqtt.CodeBadRequest},
+		{"oversize", `{"id":"m7","token":"` + good + `","op":"set","args":{"value":"` + strings.Repeat("x", 5000) + `"}}`, mqtt.CodeBadRequest},
+		{"wildcard reply", `{"id":"m8","token":"` + good + `","op":"set","reply_to":"a/#"}`, mqtt.CodeBadRequest},
+		{"tampered token", `{"id":"m9","token":"` + tampered + `","op":"set"}`, mqtt.CodeInvalidToken},
+		{"foreign key", `{"id":"m10","token":"` + forgedToken(t, 50) + `","op":"set"}`, mqtt.CodeInvalidToken},
+		{"garbage token", `{"id":"m11","token":"hello","op":"set"}`, mqtt.CodeInvalidToken},
+		{"wrong domain", `{"id":"m12","token":"` + h.tokenIn("yard", 50, "A") + `","op":"set"}`, mqtt.CodeWrongDomain},
+		{"unknown op", `{"id":"m13","token":"` + h.tokenIn("plant", 50, "A") + `","op":"explode"}`, mqtt.CodeUnknownOp},
+		{"expired", fmt.Sprintf(`{"id":"m14","token":"%s","op":"set","deadline_ms":%d}`, h.token(50, "A"), past), mqtt.CodeExpired},
+	}
+	for _, tc := range tests {
+		id := looseID([]byte(tc.payload)) // "" when the payload is not JSON: the answer has no id
+		ch := h.sup.chanFor(id)
+		h.sup.publishRaw("pump1", []byte(tc.payload))
+		r := h.sup.wait(id, ch)
+		if r.Status != mqtt.StatusRejected || r.Code != tc.code {
+			t.Errorf("%s: %s/%s (%s), want rejected/%s", tc.name, r.Status, r.Code, r.Message, tc.code)
+		}
+		if r.Fence == nil || r.Fence.Seq != 10 {
+			t.Errorf("%s: rejection carries fence %+v, want seq 10", tc.name, r.Fence)
+		}
+	}
+	if n := len(simLog(t, h, "pump1")); n != 1 {
+		t.Fatalf("device applied %d commands, want 1", n)
+	}
+	f, _ := h.agent.env.store.Fences()
+	j, _ := h.agent.env.store.Journal("pump1")
+	if f["pump1"].Token.Seq != 10 || len(j) != 1 {
+		t.Fatalf("store changed: fence %v, journal %d records", f["pump1"].Token, len(j))
+	}
+}
+
+func flip(c byte) string {
+	if c == 'A' {
+		return "B"
+	}
+	return "A"
+}
+
+// TestUnknownDeviceChangesNothing: a command for a device the agent does
+// not own is not taken (the agent subscribes to its own devices only, so
+// several agents can share a broker).
+func TestUnknownDeviceChangesNothing(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	h.sup.publishRaw("ghost", mustJSON(set("g1", h.token(3, "A"), 1)))
+	wantResult(t, h.sup.send("pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	f, _ := h.agent.env.store.Fences()
+	if _, ok := f["ghost"]; ok || f["pump1"].Token.Seq != 1 {
+		t.Fatalf("fences %v", f)
+	}
+}
+
+func TestBurstPastQueueLimitAnsweredBusy(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.Limits.Queue = 2
+	h.cfg.Devices[0].Settings = simSettings(t, "latency: 200ms\nlog: "+filepath.Join(h.dir, "pump1.log"))
+	h.start()
+	tok := h.token(1, "A")
+	const n = 12
+	chans := make([]chan mqtt.Result, n)
+	for i := range n {
+		id := fmt.Sprintf("burst%d", i)
+		chans[i] = h.sup.chanFor(id)
+		h.sup.client.Publish(mqtt.Topics{}.DeviceCommands("pump1"), 1, false, mustJSON(set(id, tok, i)))
+	}
+	busy, applied := 0, 0
+	for i, ch := range chans {
+		r := h.sup.wait(fmt.Sprintf("burst%d", i), ch)
+		switch r.Code {
+		case mqtt.CodeBusy:
+			busy++
+		case mqtt.CodeOK:
+			applied++
+		default:
+			t.Fatalf("unexpected %+v", r)
+		}
+	}
+	if busy == 0 || applied == 0 {
+		t.Fatalf("busy %d applied %d: want both", busy, applied)
+	}
+	j, _ := h.agent.env.store.Journal("pump1")
+	if len(j) != applied || len(simLog(t, h, "pump1")) != applied {
+		t.Fatalf("journal %d, device log %d, applied answers %d", len(j), len(simLog(t, h, "pump1")), applied)
+	}
+}
+
+// TestBrokerRestart: the broker goes away and comes back on the same
+// address; the agent reconnects, resubscribes, and a retry of a command
+// sent before the outage gets its original result.
+func TestBrokerRestart(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	tok := h.token(1, "A")
+	first := h.sup.send("pump1", set("before", tok, 1))
+	addr := h.broker.Addr()
+	online := h.sup.watchStatus("gw1")
+	h.broker.Close()
+	b, err := mqtt.StartEmbedded(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.broker = b
+	select {
+	case <-online:
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not come back online after the broker restart")
+	}
+	again := h.sup.send("pump1", set("before", tok, 1))
+	if !again.Duplicate || again.Status != first.Status {
+		t.Fatalf("retry after broker restart: %+v", again)
+	}
+	wantResult(t, h.sup.send("pump1", set("after", tok, 2)), mqtt.StatusApplied, mqtt.CodeOK)
+}
+
+func TestDeviceStatusOverHTTP(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	wantResult(t, h.sup.send("pump1", set("c1", h.token(4, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	var list []DeviceStatus
+	getJSON(t, "http://"+h.agent.HTTPAddr()+"/v1/devices", &list)
+	if len(list) != 1 || list[0].Fence == nil || list[0].Fence.Seq != 4 || list[0].LastResult == nil || list[0].LastResult.ID != "c1" {
+		t.Fatalf("/v1/devices: %+v", list)
+	}
+	body := getBody(t, "http://"+h.agent.HTTPAddr()+"/metrics")
+	for _, want := range []string{`fencegate_agent_commands_total{code="ok"} 1`, "fencegate_agent_commit_seconds_count", "fencegate_agent_fence_advances_total 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestStoreFailureStopsAgent: a fence store that cannot commit stops the
+// agent with an error instead of applying unfenced commands.
+func TestStoreFailureStopsAgent(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.start()
+	if err := h.agent.env.store.Close(); err != nil { // simulates a dead disk
+		t.Fatal(err)
+	}
+	ch := h.sup.chanFor("x")
+	h.sup.publishRaw("pump1", mustJSON(set("x", h.token(1, "A"), 1)))
+	r := h.sup.wait("x", ch)
+	wantResult(t, r, mqtt.StatusFailed, mqtt.CodeInternal)
+	if err := h.stop(); err == nil || !strings.Contains(err.Error(), persist.ErrClosed.Error()) {
+		t.Fatalf("Run returned %v, want the store error", err)
+	}
+	if n := len(simLog(t, h, "pump1")); n != 0 {
+		t.Fatalf("device applied %d commands without a store", n)
+	}
+	_ = context.Background
+}

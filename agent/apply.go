@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/fencegate/fencegate/devices"
+	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// apply runs one accepted command through the driver, makes its result
+// durable, then publishes it. A command whose deadline passed while it
+// waited is not applied; its result says expired.
+func (d *device) apply(p pending) {
+	var res mqtt.Result
+	if p.cmd.DeadlineMs != 0 && time.Now().UnixMilli() > p.cmd.DeadlineMs {
+		res = d.reject(p.cmd.ID, mqtt.CodeExpired, "deadline_ms passed before the device was free")
+	} else {
+		res = d.applyToDriver(p)
+	}
+	b := mustJSON(res)
+	if err := d.env.store.Complete(context.Background(), d.id, p.cmd.ID, b); err != nil {
+		if !errors.Is(err, persist.ErrNotAccepted) {
+			d.env.fatal(err)
+			return
+		}
+		d.log.Error("result for a command not in flight", "id", p.cmd.ID, "err", err)
+	}
+	d.setLast(res)
+	d.env.m.answered(res.Code)
+	d.env.pub.publish(p.replyTo, b, false)
+}
+
+func (d *device) applyToDriver(p pending) mqtt.Result {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
+	defer cancel()
+	if p.cmd.DeadlineMs != 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, time.UnixMilli(p.cmd.DeadlineMs))
+		defer c2()
+	}
+	start := time.Now()
+	out, err := d.driver.Apply(ctx, devices.Command{ID: p.cmd.ID, Op: p.cmd.Op, Args: p.cmd.Args, Token: p.tok})
+	d.env.m.apply.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return d.failure(p.cmd.ID, err)
+	}
+	r := d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, "")
+	if len(out) > 0 && json.Valid(out) {
+		r.Output = out
+	}
+	return r
+}
+
+// failure maps a driver error to its result.
+func (d *device) failure(id string, err error) mqtt.Result {
+	code := devices.CodeOf(err)
+	switch code {
+	case devices.CodeStaleToken:
+		r := d.reject(id, mqtt.CodeStaleToken, "the device's own fence refused the token: "+err.Error())
+		var de *devices.Error
+		if errors.As(err, &de) && de.Fence != nil {
+			r.Fence = de.Fence
+		}
+		return r
+	case devices.CodeUnknownOp:
+		return d.reject(id, mqtt.CodeUnknownOp, err.Error())
+	}
+	return d.result(id, mqtt.StatusFailed, mqtt.Code(code), err.Error())
+}
+
+// answerAwaited answers a retry of a command that was in flight when the
+// retry was decided; by now the apply stage has finished it.
+func (d *device) answerAwaited(p pending) {
+	rec, ok, err := d.env.store.Lookup(d.id, p.cmd.ID)
+	if err != nil {
+		d.env.fatal(err)
+		return
+	}
+	if ok && rec.State == persist.StateDone {
+		d.replayResult(p, rec)
+		return
+	}
+	r := d.result(p.cmd.ID, mqtt.StatusInDoubt, mqtt.CodeInDoubt, "no result recorded for the original command")
+	r.Duplicate = true
+	d.answer(p.replyTo, r)
+}
+
+// answer publishes a result that needs no durable record (a rejection, or
+// a replay) and counts it.
+func (d *device) answer(topic string, r mqtt.Result) {
+	d.env.m.answered(r.Code)
+	d.env.pub.publish(topic, mustJSON(r), false)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("agent: encode: " + err.Error()) // only our own plain structs are encoded
+	}
+	return b
+}

@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/yamlcfg"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// Defaults for Config.
+const (
+	DefaultDataDir     = "fencegate-data"
+	DefaultListen      = "127.0.0.1:1883"
+	DefaultHTTPListen  = "127.0.0.1:9464"
+	DefaultMaxPayload  = 64 << 10
+	DefaultQueue       = 1024
+	DefaultTimeout     = 10 * time.Second
+	maxReplyTopicBytes = 1024
+)
+
+// Config is the agent's configuration file (YAML). Zero values mean defaults.
+type Config struct {
+	Agent   AgentConfig    `yaml:"agent"`
+	MQTT    MQTTConfig     `yaml:"mqtt"`
+	Trust   TrustConfig    `yaml:"trust"`
+	Limits  LimitsConfig   `yaml:"limits"`
+	Devices []DeviceConfig `yaml:"devices"`
+	HTTP    HTTPConfig     `yaml:"http"`
+}
+
+// AgentConfig names the agent and where it keeps its state.
+type AgentConfig struct {
+	// ID names this agent in status topics; default the host name.
+	ID string `yaml:"id"`
+	// DataDir holds the fence store (fence.db). Default "fencegate-data".
+	DataDir string `yaml:"data_dir"`
+}
+
+// MQTTConfig is how the agent reaches its broker.
+type MQTTConfig struct {
+	// Broker is the broker URL; empty starts an embedded broker on Listen.
+	Broker string `yaml:"broker"`
+	// Listen is the embedded broker's address. Default 127.0.0.1:1883.
+	Listen string `yaml:"listen"`
+	// ClientID default "fencegate-agent-<agent id>". It must be stable: the
+	// agent uses a persistent session.
+	ClientID string   `yaml:"client_id"`
+	Username string   `yaml:"username"`
+	Password string   `yaml:"password"`
+	TLS      mqtt.TLS `yaml:"tls"`
+	// Prefix of protocol v1 topics. Default "fencegate/v1".
+	Prefix string `yaml:"prefix"`
+}
+
+// TrustConfig lists the controller public keys whose tokens are accepted.
+type TrustConfig struct {
+	// Keys are PEM (PKIX) public key files; at least one.
+	Keys []string `yaml:"keys"`
+}
+
+// LimitsConfig bounds what the agent takes in.
+type LimitsConfig struct {
+	// MaxPayload is the largest command payload in bytes. Default 64 KiB.
+	MaxPayload int `yaml:"max_payload"`
+	// Queue is the per-device queue length; a command beyond it is answered
+	// busy. Default 1024.
+	Queue int `yaml:"queue"`
+}
+
+// DeviceConfig is one device the agent owns.
+type DeviceConfig struct {
+	// ID is the device id in topics, [A-Za-z0-9._-]{1,128}.
+	ID string `yaml:"id"`
+	// Domain is the fencing domain whose tokens command it. Default the id.
+	Domain string `yaml:"domain"`
+	// Driver names a registered driver ("sim", …).
+	Driver string `yaml:"driver"`
+	// Timeout bounds one apply. Default 10 s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Settings are the driver's own settings.
+	Settings yaml.Node `yaml:"settings"`
+}
+
+// HTTPConfig is the health, metrics and status endpoint.
+type HTTPConfig struct {
+	// Listen address; default 127.0.0.1:9464; "off" disables it.
+	Listen string `yaml:"listen"`
+}
+
+// LoadConfig reads and validates a config file; errors name the key path
+// and the value. Defaults are applied.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	var c Config
+	if err := yamlcfg.Decode(data, &c); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// WithDefaults returns c with every zero value replaced by its default.
+func (c Config) WithDefaults() Config {
+	if c.Agent.ID == "" {
+		h, _ := os.Hostname()
+		c.Agent.ID = sanitizeID(h)
+	}
+	c.Agent.DataDir = orString(c.Agent.DataDir, DefaultDataDir)
+	c.MQTT.Listen = orString(c.MQTT.Listen, DefaultListen)
+	c.MQTT.ClientID = orString(c.MQTT.ClientID, "fencegate-agent-"+c.Agent.ID)
+	c.MQTT.Prefix = orString(c.MQTT.Prefix, mqtt.DefaultPrefix)
+	c.HTTP.Listen = orString(c.HTTP.Listen, DefaultHTTPListen)
+	if c.Limits.MaxPayload == 0 {
+		c.Limits.MaxPayload = DefaultMaxPayload
+	}
+	if c.Limits.Queue == 0 {
+		c.Limits.Queue = DefaultQueue
+	}
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		d.Domain = orString(d.Domain, d.ID)
+		if d.Timeout == 0 {
+			d.Timeout = DefaultTimeout
+		}
+	}
+	return c
+}
+
+// Validate checks a config with defaults applied; the error names the key
+// path and the value.
+func (c Config) Validate() error {
+	if err := fence.CheckID("agent.id", c.Agent.ID); err != nil {
+		return fmt.Errorf("agent.id: %w", err)
+	}
+	if err := c.MQTT.client().Validate("mqtt"); err != nil {
+		return err
+	}
+	if len(c.Trust.Keys) == 0 {
+		return fmt.Errorf("trust.keys: at least one controller public key file is required")
+	}
+	if c.Limits.MaxPayload < 0 || c.Limits.MaxPayload > 16<<20 {
+		return fmt.Errorf("limits.max_payload: %d is not in 1..%d", c.Limits.MaxPayload, 16<<20)
+	}
+	if c.Limits.Queue < 0 {
+		return fmt.Errorf("limits.queue: %d is negative", c.Limits.Queue)
+	}
+	return c.validateDevices()
+}
+
+func (c Config) validateDevices() error {
+	if len(c.Devices) == 0 {
+		return fmt.Errorf("devices: at least one device is required")
+	}
+	seen := map[string]int{}
+	for i, d := range c.Devices {
+		key := fmt.Sprintf("devices[%d]", i)
+		if !fence.ValidID(d.ID) {
+			return fmt.Errorf("%s.id: %q must be 1..128 of [A-Za-z0-9._-]", key, d.ID)
+		}
+		if j, dup := seen[d.ID]; dup {
+			return fmt.Errorf("%s.id: %q is already devices[%d]", key, d.ID, j)
+		}
+		seen[d.ID] = i
+		if !fence.ValidID(d.Domain) {
+			return fmt.Errorf("%s.domain: %q must be 1..128 of [A-Za-z0-9._-]", key, d.Domain)
+		}
+		if d.Driver == "" {
+			return fmt.Errorf("%s.driver: missing", key)
+		}
+		if d.Timeout < 0 {
+			return fmt.Errorf("%s.timeout: %v is negative", key, d.Timeout)
+		}
+	}
+	return nil
+}
+
+// client is the transport configuration for the broker (Broker set).
+func (m MQTTConfig) client() mqtt.Config {
+	return mqtt.Config{Broker: m.Broker, ClientID: m.ClientID, Username: m.Username, Password: m.Password, TLS: m.TLS}
+}
+
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// sanitizeID turns a host name into a valid id.
+func sanitizeID(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x80 && fence.ValidID(string(r)) {
+			return r
+		}
+		return '-'
+	}, s)
+	if s == "" {
+		return "agent"
+	}
+	return s[:min(len(s), fence.MaxIDLen)]
+}

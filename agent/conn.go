@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// connection is the agent's MQTT client.
+//
+// Session choice: persistent (clean session off) with a stable client id.
+// Commands published while the agent is reconnecting are queued by the
+// broker and delivered; a command delivered twice (redelivery, or a
+// supervisor's retry) is answered from the journal and never applied twice.
+// Acknowledgement is manual: a command is acked only after its decision is
+// durable, so a crash before that makes the broker deliver it again.
+type connection struct {
+	a      *Agent
+	client paho.Client
+	log    *slog.Logger
+	intake atomic.Bool // false once shutdown began: messages are left unacked
+	grants chan []byte // grant announcements, verified off the callback
+	done   chan struct{}
+}
+
+// newConnection prepares the client; start connects it. Workers may
+// publish through it from then on.
+func (a *Agent) newConnection() (*connection, error) {
+	c := &connection{a: a, log: a.log.With("component", "mqtt"), grants: make(chan []byte, 64), done: make(chan struct{})}
+	c.intake.Store(true)
+	cfg := a.cfg.MQTT.client()
+	cfg.Broker = a.BrokerURL()
+	opts, err := cfg.ClientOptions(c.onConnect)
+	if err != nil {
+		return nil, err
+	}
+	will := mustJSON(mqtt.AgentStatus{Online: false, At: now()})
+	opts.SetCleanSession(false).SetAutoAckDisabled(true).SetOrderMatters(true).
+		SetWill(a.env.topics.AgentStatus(a.cfg.Agent.ID), string(will), 1, true).
+		SetConnectionLostHandler(c.onLost)
+	c.client = paho.NewClient(opts)
+	a.env.pub = c
+	return c, nil
+}
+
+// start connects in the background: with connect-retry the client keeps
+// trying, and onConnect subscribes after every connection.
+func (c *connection) start() {
+	go c.routeGrants()
+	c.client.Connect()
+}
+
+// onConnect runs in a paho goroutine after every (re)connection: subscribe,
+// then announce status and every device's state.
+func (c *connection) onConnect(cl paho.Client) {
+	a := c.a
+	a.env.m.mqttUp.Set(1)
+	filters := map[string]byte{}
+	for _, d := range a.devices {
+		cl.Subscribe(a.env.topics.DeviceCommands(d.id), 1, c.commandHandler(d))
+		filters[a.env.topics.LeaseGrant(d.domain)] = 1
+	}
+	for f := range filters {
+		cl.Subscribe(f, 1, c.onGrant)
+	}
+	c.log.Info("connected", "broker", a.BrokerURL())
+	c.publish(a.env.topics.AgentStatus(a.cfg.Agent.ID),
+		mustJSON(mqtt.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
+	for _, d := range a.devices {
+		d.publishState()
+	}
+}
+
+func (c *connection) onLost(_ paho.Client, err error) {
+	c.a.env.m.mqttUp.Set(0)
+	c.log.Warn("connection lost; reconnecting", "err", err)
+}
+
+// commandHandler returns the paho callback for one device's commands. It
+// never blocks: the message goes into the device's queue, or is answered
+// busy when the queue is full.
+func (c *connection) commandHandler(d *device) paho.MessageHandler {
+	return func(_ paho.Client, m paho.Message) {
+		if !c.intake.Load() {
+			return // shutting down: left unacked, redelivered to the next run
+		}
+		if m.Retained() {
+			c.log.Warn("ignoring a retained command; commands must not be retained", "device", d.id)
+			m.Ack()
+			return
+		}
+		select {
+		case d.inbox <- inbound{payload: m.Payload(), ack: m.Ack}:
+		default:
+			c.busy(d, m)
+		}
+	}
+}
+
+func (c *connection) busy(d *device, m paho.Message) {
+	topic := c.a.env.topics.DeviceResults(d.id)
+	if rt := looseReplyTo(m.Payload()); validReplyTo(rt) == nil {
+		topic = rt
+	}
+	d.answer(topic, d.reject(looseID(m.Payload()), mqtt.CodeBusy, "device queue is full"))
+	m.Ack()
+}
+
+// onGrant hands a grant announcement to routeGrants without blocking.
+func (c *connection) onGrant(_ paho.Client, m paho.Message) {
+	select {
+	case c.grants <- m.Payload():
+	default:
+		c.log.Warn("grant dropped: too many pending")
+	}
+	m.Ack()
+}
+
+// routeGrants verifies grant announcements and queues each to the devices
+// of its domain, whose decide stage raises the fence durably.
+func (c *connection) routeGrants() {
+	for {
+		select {
+		case payload := <-c.grants:
+			c.routeGrant(payload)
+		case <-c.done:
+			return
+		}
+	}
+}
+
+func (c *connection) routeGrant(payload []byte) {
+	var g mqtt.Grant
+	if err := json.Unmarshal(payload, &g); err != nil || g.Token == "" {
+		c.a.env.m.grantsIgnore.Inc()
+		c.log.Warn("ignoring undecodable grant announcement")
+		return
+	}
+	tok, err := c.a.env.keys.Verify(g.Token)
+	if err != nil {
+		c.a.env.m.grantsIgnore.Inc()
+		c.log.Warn("ignoring grant announcement with a bad token", "err", err)
+		return
+	}
+	for _, d := range c.a.devices {
+		if d.domain != tok.Domain {
+			continue
+		}
+		select {
+		case d.inbox <- inbound{grant: &tok}:
+		default: // the queue is full: the next command carries the token anyway
+		}
+	}
+}
+
+// publish sends without waiting for the broker's acknowledgement: results
+// are journaled first, so a lost publish is recovered by the sender's retry.
+func (c *connection) publish(topic string, payload []byte, retained bool) {
+	c.client.Publish(topic, 1, retained, payload)
+}
+
+func (c *connection) stopIntake() { c.intake.Store(false) }
+
+// close announces the agent offline and disconnects, waiting briefly for
+// queued publishes to go out.
+func (c *connection) close() {
+	close(c.done)
+	if c.client.IsConnected() {
+		st := mustJSON(mqtt.AgentStatus{Online: false, Boot: c.a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()})
+		_ = mqtt.Wait(c.client.Publish(c.a.env.topics.AgentStatus(c.a.cfg.Agent.ID), 1, true, st), 2*time.Second)
+	}
+	c.client.Disconnect(500)
+	c.a.env.m.mqttUp.Set(0)
+}
+
+var _ publisher = (*connection)(nil)

@@ -1,0 +1,202 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// decide runs one inbound item through the fence: checks, then a durable
+// persist.Accept, then hands accepted commands to the apply stage. Every
+// command gets an answer; the MQTT message is acknowledged once the answer
+// is decided durably (or needs no durability: a rejection changes nothing).
+func (d *device) decide(in inbound) {
+	d.env.m.queueDepth.WithLabelValues(d.id).Set(float64(len(d.inbox)))
+	if in.grant != nil {
+		d.raiseTo(*in.grant)
+		return
+	}
+	p, rej := d.check(in.payload)
+	if rej != nil {
+		d.answer(p.replyTo, *rej)
+		in.ack()
+		return
+	}
+	dec, err := d.env.store.Accept(context.Background(), persist.Command{Device: d.id, ID: p.cmd.ID, Token: p.tok,
+		ReapplyInDoubt: d.caps.Ops[p.cmd.Op].Idempotent})
+	if err != nil {
+		// Not journaled, not acknowledged: the broker redelivers after a restart.
+		d.answer(p.replyTo, d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.CodeInternal, "fence store unavailable"))
+		d.env.fatal(err)
+		return
+	}
+	d.setFence(dec.Fence, dec.Raised)
+	in.ack()
+	d.decided(p, dec)
+}
+
+func (d *device) decided(p pending, dec persist.Decision) {
+	switch dec.Outcome {
+	case persist.Accepted:
+		d.applyQ <- p
+	case persist.Duplicate:
+		d.duplicate(p, dec.Record)
+	case persist.Stale:
+		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeStaleToken, "a newer lease holds this device"))
+	case persist.Conflict:
+		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
+	case persist.WrongDomain:
+		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
+	}
+}
+
+// duplicate answers a retry of a journaled command without applying it.
+func (d *device) duplicate(p pending, rec persist.Record) {
+	switch rec.State {
+	case persist.StateDone:
+		d.replayResult(p, rec)
+	case persist.StateAccepted:
+		p.await = true // in flight in the apply stage: answer after it
+		d.applyQ <- p
+	default:
+		r := d.result(p.cmd.ID, mqtt.StatusInDoubt, mqtt.CodeInDoubt,
+			"accepted before the agent stopped; unknown whether it reached the device; not re-applied")
+		r.Duplicate = true
+		d.answer(p.replyTo, r)
+	}
+}
+
+func (d *device) replayResult(p pending, rec persist.Record) {
+	b, code, err := asDuplicate(rec.Result)
+	if err != nil {
+		d.log.Error("stored result undecodable", "id", p.cmd.ID, "err", err)
+		d.answer(p.replyTo, d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.CodeInternal, "stored result undecodable"))
+		return
+	}
+	d.env.m.answered(code)
+	d.env.pub.publish(p.replyTo, b, false)
+}
+
+// check decodes and validates a command payload, verifies its token and
+// checks domain, op and deadline. A non-nil result is the rejection to send
+// (to p.replyTo, which is always set).
+func (d *device) check(payload []byte) (pending, *mqtt.Result) {
+	p := pending{replyTo: d.env.topics.DeviceResults(d.id)}
+	if len(payload) > d.env.maxPayload {
+		return p, d.badRequest(looseID(payload), fmt.Sprintf("payload is %d bytes, at most %d", len(payload), d.env.maxPayload))
+	}
+	if rt := looseReplyTo(payload); validReplyTo(rt) == nil {
+		p.replyTo = rt
+	}
+	cmd, err := decodeCommand(payload)
+	if err != nil {
+		return p, d.badRequest(looseID(payload), err.Error())
+	}
+	p.cmd = cmd
+	if cmd.ReplyTo != "" {
+		p.replyTo = cmd.ReplyTo
+	}
+	if cmd.DeadlineMs != 0 && time.Now().UnixMilli() > cmd.DeadlineMs {
+		return p, ptr(d.reject(cmd.ID, mqtt.CodeExpired, "deadline_ms has passed"))
+	}
+	tok, err := d.env.keys.Verify(cmd.Token)
+	if err != nil {
+		return p, ptr(d.reject(cmd.ID, mqtt.CodeInvalidToken, err.Error()))
+	}
+	p.tok = tok
+	if tok.Domain != d.domain {
+		return p, ptr(d.reject(cmd.ID, mqtt.CodeWrongDomain, fmt.Sprintf("token of domain %q, device is in %q", tok.Domain, d.domain)))
+	}
+	if !d.caps.Supports(cmd.Op) {
+		return p, ptr(d.reject(cmd.ID, mqtt.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
+	}
+	return p, nil
+}
+
+func (d *device) badRequest(id, msg string) *mqtt.Result {
+	return ptr(d.reject(id, mqtt.CodeBadRequest, msg))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// decodeCommand parses a command strictly: unknown fields, wrong types and
+// missing or out-of-range fields are errors that name the field.
+func decodeCommand(payload []byte) (mqtt.Command, error) {
+	var cmd mqtt.Command
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cmd); err != nil {
+		return cmd, fmt.Errorf("malformed command: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return cmd, fmt.Errorf("malformed command: data after the JSON object")
+	}
+	switch {
+	case cmd.ID == "" || len(cmd.ID) > persist.MaxCommandIDLen:
+		return cmd, fmt.Errorf("id: must be 1..%d bytes", persist.MaxCommandIDLen)
+	case cmd.Token == "":
+		return cmd, fmt.Errorf("token: missing")
+	case cmd.Op == "" || len(cmd.Op) > fence.MaxIDLen:
+		return cmd, fmt.Errorf("op: must be 1..%d bytes", fence.MaxIDLen)
+	case len(cmd.Args) > 0 && !isJSONObject(cmd.Args):
+		return cmd, fmt.Errorf("args: must be a JSON object")
+	case cmd.DeadlineMs < 0:
+		return cmd, fmt.Errorf("deadline_ms: %d is negative", cmd.DeadlineMs)
+	}
+	if cmd.ReplyTo != "" {
+		if err := validReplyTo(cmd.ReplyTo); err != nil {
+			return cmd, err
+		}
+	}
+	return cmd, nil
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && (t[0] == '{' || bytes.Equal(t, []byte("null")))
+}
+
+func validReplyTo(t string) error {
+	switch {
+	case t == "" || len(t) > maxReplyTopicBytes:
+		return fmt.Errorf("reply_to: must be 1..%d bytes", maxReplyTopicBytes)
+	case strings.ContainsAny(t, "+#\x00"):
+		return fmt.Errorf("reply_to: %q must not contain wildcards", t)
+	}
+	return nil
+}
+
+// looseFields extracts string fields from a payload that failed strict
+// decoding, so a rejection can still reach the sender.
+func looseFields(payload []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(payload) > 1<<20 || json.Unmarshal(payload, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func looseString(payload []byte, key string) string {
+	var s string
+	if raw, ok := looseFields(payload)[key]; ok && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+func looseID(payload []byte) string {
+	id := looseString(payload, "id")
+	if len(id) > persist.MaxCommandIDLen {
+		return ""
+	}
+	return id
+}
+
+func looseReplyTo(payload []byte) string { return looseString(payload, "reply_to") }

@@ -1,0 +1,165 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/fencegate/fencegate/devices"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// device is one device the agent owns: its driver and its two-stage worker.
+// decide and apply each run in their own goroutine (see package doc); the
+// MQTT callback only puts messages in inbox.
+type device struct {
+	id, domain string
+	cfg        DeviceConfig
+	driver     devices.Driver
+	caps       devices.Capabilities
+	log        *slog.Logger
+	env        *env
+
+	inbox  chan inbound // MQTT callback and grant router → decide
+	applyQ chan pending // decide → apply, in accept order
+
+	mu        sync.Mutex  // guards fence, last and available
+	fence     fence.Token // mirror of the stored fence, for replies and state
+	last      *mqtt.Result
+	available bool
+}
+
+// env is what every device worker shares with the agent.
+type env struct {
+	store      *persist.Store
+	keys       *fence.KeyRing
+	topics     mqtt.Topics
+	pub        publisher
+	m          *metrics
+	agentID    string
+	maxPayload int
+	fatal      func(error) // reports a store failure; the agent stops
+}
+
+// publisher sends MQTT messages without blocking the caller for long.
+type publisher interface {
+	publish(topic string, payload []byte, retained bool)
+}
+
+// inbound is one item for the decide stage: a command message or a grant.
+type inbound struct {
+	payload []byte
+	ack     func() // acknowledges the MQTT message; nil for grants
+	grant   *fence.Token
+}
+
+// pending is an accepted command (or a retry of one in flight) for the
+// apply stage.
+type pending struct {
+	cmd     mqtt.Command
+	tok     fence.Token
+	replyTo string
+	await   bool // a retry of a command in flight: answer once it is done
+}
+
+func newDevice(cfg DeviceConfig, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
+	return &device{id: cfg.ID, domain: cfg.Domain, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
+		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true}
+}
+
+// run runs both stages until stop is closed, then drains what is queued and
+// returns when the apply stage has finished.
+func (d *device) run(stop <-chan struct{}) {
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		d.applyLoop()
+	}()
+	d.decideLoop(stop)
+	close(d.applyQ)
+	<-applied
+}
+
+func (d *device) decideLoop(stop <-chan struct{}) {
+	for {
+		select {
+		case in := <-d.inbox:
+			d.decide(in)
+		case <-stop:
+			d.drainInbox()
+			return
+		}
+	}
+}
+
+// drainInbox decides what was queued before the stop; later arrivals stay
+// unacknowledged and the broker redelivers them to the next run.
+func (d *device) drainInbox() {
+	for {
+		select {
+		case in := <-d.inbox:
+			d.decide(in)
+		default:
+			return
+		}
+	}
+}
+
+func (d *device) applyLoop() {
+	for p := range d.applyQ {
+		if p.await {
+			d.answerAwaited(p)
+		} else {
+			d.apply(p)
+		}
+	}
+}
+
+// setFence updates the fence mirror from a durable decision.
+func (d *device) setFence(tok fence.Token, raised bool) {
+	if tok.IsZero() {
+		return
+	}
+	d.mu.Lock()
+	d.fence = tok
+	d.mu.Unlock()
+	if raised {
+		d.env.m.fenceRaises.Inc()
+		d.publishState()
+	}
+}
+
+func (d *device) setLast(r mqtt.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.last = &r
+	d.available = r.Code != mqtt.CodeDeviceUnavailable
+}
+
+func (d *device) publishState() {
+	d.mu.Lock()
+	online := d.available
+	d.mu.Unlock()
+	s := mqtt.DeviceState{Device: d.id, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
+	d.env.pub.publish(d.env.topics.DeviceState(d.id), mustJSON(s), true)
+}
+
+// raiseTo raises the fence for an announced grant.
+func (d *device) raiseTo(tok fence.Token) {
+	dec, err := d.env.store.Raise(context.Background(), d.id, tok)
+	if err != nil {
+		d.env.fatal(err)
+		return
+	}
+	switch dec.Outcome {
+	case persist.Accepted:
+		d.setFence(dec.Fence, dec.Raised)
+		if dec.Raised {
+			d.log.Info("fence raised by grant", "fence", dec.Fence.String())
+		}
+	case persist.Conflict, persist.WrongDomain:
+		d.log.Warn("grant refused", "outcome", dec.Outcome.String(), "token", tok.String(), "fence", dec.Fence.String())
+	}
+}

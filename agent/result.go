@@ -1,0 +1,44 @@
+package agent
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// reject builds a rejection of command id carrying the device's fence.
+func (d *device) reject(id string, code mqtt.Code, msg string) mqtt.Result {
+	return d.result(id, mqtt.StatusRejected, code, msg)
+}
+
+func (d *device) result(id string, st mqtt.Status, code mqtt.Code, msg string) mqtt.Result {
+	return mqtt.Result{ID: id, Device: d.id, Status: st, Code: code, Message: msg,
+		Fence: d.fenceView(), At: now()}
+}
+
+// fenceView returns the device's current fence for results and state, or
+// nil if it has none yet.
+func (d *device) fenceView() *fence.Fence {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fence.IsZero() {
+		return nil
+	}
+	f := d.fence.Fence()
+	return &f
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// asDuplicate re-encodes a stored result as the answer to a retry.
+func asDuplicate(stored []byte) ([]byte, mqtt.Code, error) {
+	var r mqtt.Result
+	if err := json.Unmarshal(stored, &r); err != nil {
+		return nil, "", err
+	}
+	r.Duplicate = true
+	b, err := json.Marshal(r)
+	return b, r.Code, err
+}

@@ -1,0 +1,68 @@
+// Command agent is fencegate's edge agent: it owns the gateway's device
+// controllers and applies a command only after a durable fencing-token
+// comparison. See docs/agent.md.
+//
+//	agent --config agent.yaml [--log-format text|json] [--log-level info]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fencegate/fencegate/agent"
+	_ "github.com/fencegate/fencegate/devices/sim" // the simulated device driver
+)
+
+func main() {
+	configPath := flag.String("config", "", "agent configuration file (YAML); required")
+	logFormat := flag.String("log-format", "text", "log format: text or json")
+	logLevel := flag.String("log-level", "info", "log level: debug, info, warn or error")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *configPath, *logFormat, *logLevel); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, configPath, logFormat, logLevel string) error {
+	log, err := newLogger(logFormat, logLevel)
+	if err != nil {
+		return err
+	}
+	if configPath == "" {
+		return errors.New("--config is required")
+	}
+	cfg, err := agent.LoadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("agent started", "id", cfg.Agent.ID, "broker", a.BrokerURL(), "http", a.HTTPAddr(), "devices", len(cfg.Devices))
+	return a.Run(ctx)
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
