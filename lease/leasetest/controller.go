@@ -1,0 +1,53 @@
+package leasetest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/lease/boltstore"
+)
+
+// MustController returns a controller on a fresh bbolt store in t.TempDir,
+// closed in t.Cleanup, and a key ring trusting its key. cfg's Store and
+// Signer are filled in; clock may be nil (real clock).
+func MustController(t testing.TB, cfg lease.Config) (*lease.Controller, *boltstore.Store, *fence.KeyRing) {
+	t.Helper()
+	st, err := boltstore.Open(filepath.Join(t.TempDir(), "leases.db"), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	priv, err := fence.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := fence.NewSigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.Signer = st, signer
+	c, err := lease.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := fence.NewKeyRing(0, signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st, keys
+}
+
+// Direct is a Client calling the controller in-process.
+type Direct struct{ C *lease.Controller }
+
+// Do calls C.Do.
+func (d Direct) Do(_ testing.TB, op lease.Op, domain string, req lease.Request) lease.Response {
+	return d.C.Do(context.Background(), op, domain, req)
+}
