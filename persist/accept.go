@@ -106,10 +106,7 @@ func (s *Store) Accept(ctx context.Context, cmd Command) (Decision, error) {
 }
 
 func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
-	j, err := journalFor(tx, cmd.Device, true)
-	if err != nil {
-		return Decision{}, err
-	}
+	j := journalFor(tx, cmd.Device)
 	f, _, err := getFence(tx, cmd.Device)
 	if err != nil {
 		return Decision{}, err
@@ -125,7 +122,10 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 	if err != nil || d.Outcome != Accepted {
 		return d, err
 	}
-	rec := Record{ID: cmd.ID, State: StateAccepted, Token: cmd.Token.Raw, AcceptedAt: s.opts.Now(), order: old.order}
+	rec := Record{ID: cmd.ID, State: StateAccepted, Token: cmd.Token.Fence(), AcceptedAt: s.opts.Now(), order: old.order}
+	if old.order != 0 {
+		rec.AcceptedAt = old.AcceptedAt // a re-accepted in-doubt command keeps its place and age
+	}
 	if err := j.put(rec); err != nil {
 		return Decision{}, err
 	}
@@ -201,10 +201,7 @@ func (s *Store) Complete(ctx context.Context, device, id string, result []byte) 
 	}
 	var logical error
 	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
-		j, err := journalFor(tx, device, false)
-		if err != nil {
-			return false, err
-		}
+		j := journalFor(tx, device)
 		r, ok, err := j.get(id)
 		if err != nil {
 			return false, err

@@ -245,19 +245,13 @@ func rollback(tx *bolt.Tx) error {
 
 func batchKeys(batch []*request) []string {
 	var keys []string
+	seen := make(map[string]struct{}, 8)
 	for _, r := range batch {
-		if r.key != "" && !containsString(keys, r.key) {
-			keys = append(keys, r.key)
+		if _, dup := seen[r.key]; r.key == "" || dup {
+			continue
 		}
+		seen[r.key] = struct{}{}
+		keys = append(keys, r.key)
 	}
 	return keys
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,68 +1,57 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// File layout (bbolt buckets):
+// File layout: a few flat buckets shared by all devices, keyed by
+// "<device>\x00<…>" (device ids never contain NUL). Sharing the buckets keeps
+// the pages a group commit dirties low when many devices write at once: a
+// command dirties about one journal leaf and one order leaf of its device,
+// while the pending and fences buckets stay a page or two for everyone.
 //
-//	meta                     "schema" → "1"
-//	fences                   device → fenceJSON (highest accepted token)
-//	journal/<device>/ids     command id → recordJSON
-//	journal/<device>/order   big-endian uint64 order → command id (oldest first)
-//	journal/<device>/pending command id → "" while the command is accepted
+//	meta     "schema" → "1"
+//	fences   device → fenceJSON (highest accepted token)
+//	journal  device NUL id → recordJSON
+//	order    device NUL big-endian uint64 n → 8-byte accepted-at (Unix ms) + id
+//	pending  device NUL id → "" while the command is accepted without result
 //
-// order keys come from the order bucket's sequence and are only ever removed
-// from the front (pruning), so first..last is contiguous and last-first+1 is
-// the record count.
+// A device's order numbers only grow and are only removed from the front
+// (pruning), so first..last is contiguous and last-first+1 is its count.
 var (
 	bucketMeta    = []byte("meta")
 	bucketFences  = []byte("fences")
 	bucketJournal = []byte("journal")
-	bucketIDs     = []byte("ids")
 	bucketOrder   = []byte("order")
 	bucketPending = []byte("pending")
 	keySchema     = []byte("schema")
 	schemaVersion = []byte("1")
 )
 
-// journal is one device's journal buckets inside a transaction.
+// journal is one device's view of the shared journal buckets inside a
+// transaction.
 type journal struct {
+	prefix              []byte // device NUL
 	ids, order, pending *bolt.Bucket
+	device              string
 }
 
-// journalFor returns device's journal buckets, or nil ones if the device has
-// none and create is false.
-func journalFor(tx *bolt.Tx, device string, create bool) (journal, error) {
-	root := tx.Bucket(bucketJournal)
-	b := root.Bucket([]byte(device))
-	if b == nil {
-		if !create {
-			return journal{}, nil
-		}
-		var err error
-		if b, err = root.CreateBucket([]byte(device)); err != nil {
-			return journal{}, fmt.Errorf("create journal %q: %w", device, err)
-		}
-		for _, name := range [][]byte{bucketIDs, bucketOrder, bucketPending} {
-			if _, err := b.CreateBucket(name); err != nil {
-				return journal{}, fmt.Errorf("create journal %q: %w", device, err)
-			}
-		}
-	}
-	return journal{ids: b.Bucket(bucketIDs), order: b.Bucket(bucketOrder), pending: b.Bucket(bucketPending)}, nil
+func journalFor(tx *bolt.Tx, device string) journal {
+	return journal{prefix: append([]byte(device), 0), device: device,
+		ids: tx.Bucket(bucketJournal), order: tx.Bucket(bucketOrder), pending: tx.Bucket(bucketPending)}
 }
 
-func (j journal) exists() bool { return j.ids != nil }
+func (j journal) key(suffix []byte) []byte {
+	return append(append(make([]byte, 0, len(j.prefix)+len(suffix)), j.prefix...), suffix...)
+}
 
 func (j journal) get(id string) (Record, bool, error) {
-	if !j.exists() {
-		return Record{}, false, nil
-	}
-	v := j.ids.Get([]byte(id))
+	v := j.ids.Get(j.key([]byte(id)))
 	if v == nil {
 		return Record{}, false, nil
 	}
@@ -74,12 +63,9 @@ func (j journal) get(id string) (Record, bool, error) {
 // the pending index in step with its state.
 func (j journal) put(r Record) error {
 	if r.order == 0 {
-		seq, err := j.order.NextSequence()
-		if err != nil {
-			return fmt.Errorf("journal order: %w", err)
-		}
-		r.order = seq
-		if err := j.order.Put(orderKey(seq), []byte(r.ID)); err != nil {
+		last, _ := j.orderBounds()
+		r.order = last + 1
+		if err := j.order.Put(j.key(orderKey(r.order)), orderValue(r)); err != nil {
 			return fmt.Errorf("journal order: %w", err)
 		}
 	}
@@ -87,13 +73,14 @@ func (j journal) put(r Record) error {
 	if err != nil {
 		return fmt.Errorf("journal %q: %w", r.ID, err)
 	}
-	if err := j.ids.Put([]byte(r.ID), v); err != nil {
+	id := j.key([]byte(r.ID))
+	if err := j.ids.Put(id, v); err != nil {
 		return fmt.Errorf("journal %q: %w", r.ID, err)
 	}
 	if r.State == StateAccepted {
-		err = j.pending.Put([]byte(r.ID), nil)
+		err = j.pending.Put(id, nil)
 	} else {
-		err = j.pending.Delete([]byte(r.ID))
+		err = j.pending.Delete(id)
 	}
 	if err != nil {
 		return fmt.Errorf("journal pending %q: %w", r.ID, err)
@@ -101,7 +88,60 @@ func (j journal) put(r Record) error {
 	return nil
 }
 
-func orderKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+// orderBounds returns the device's last and first order numbers (0, 0 if
+// it has none).
+func (j journal) orderBounds() (last, first uint64) {
+	c := j.order.Cursor()
+	k, _ := c.Seek(j.prefix)
+	if k == nil || !bytes.HasPrefix(k, j.prefix) {
+		return 0, 0
+	}
+	first = binary.BigEndian.Uint64(k[len(j.prefix):])
+	end := append(append([]byte(nil), j.prefix[:len(j.prefix)-1]...), 1) // device "\x01": just past the prefix
+	if k, _ = c.Seek(end); k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	return binary.BigEndian.Uint64(k[len(j.prefix):]), first
+}
+
+// forEach calls fn with each of the device's order entries, oldest first.
+func (j journal) forEach(fn func(acceptedAt time.Time, id string) error) error {
+	c := j.order.Cursor()
+	for k, v := c.Seek(j.prefix); k != nil && bytes.HasPrefix(k, j.prefix); k, v = c.Next() {
+		at, id := splitOrderValue(v)
+		if err := fn(at, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j journal) isPending(id string) bool { return j.pending.Get(j.key([]byte(id))) != nil }
+
+func orderKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+func orderValue(r Record) []byte {
+	v := binary.BigEndian.AppendUint64(nil, uint64(r.AcceptedAt.UnixMilli()))
+	return append(v, r.ID...)
+}
+
+func splitOrderValue(v []byte) (time.Time, string) {
+	if len(v) < 8 {
+		return time.Time{}, ""
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(v))), string(v[8:])
+}
+
+// splitDeviceKey splits "device NUL rest".
+func splitDeviceKey(k []byte) (device, rest string, ok bool) {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 {
+		return "", "", false
+	}
+	return string(k[:i]), string(k[i+1:]), true
+}
 
 func getFence(tx *bolt.Tx, device string) (Fence, bool, error) {
 	v := tx.Bucket(bucketFences).Get([]byte(device))
@@ -123,8 +163,8 @@ func putFence(tx *bolt.Tx, device string, f Fence) error {
 	return nil
 }
 
-// initLayout creates the top-level buckets of a new file and checks the
-// schema of an existing one.
+// initLayout creates the buckets of a new file and checks the schema of an
+// existing one.
 func initLayout(tx *bolt.Tx) error {
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
@@ -135,13 +175,24 @@ func initLayout(tx *bolt.Tx) error {
 		if err := meta.Put(keySchema, schemaVersion); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
-	case string(v) != string(schemaVersion):
+	case !bytes.Equal(v, schemaVersion):
 		return fmt.Errorf("%w: schema %q, this build reads %q", ErrCorrupt, v, schemaVersion)
 	}
-	for _, name := range [][]byte{bucketFences, bucketJournal} {
+	for _, name := range [][]byte{bucketFences, bucketJournal, bucketOrder, bucketPending} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}
 	}
 	return nil
+}
+
+// fencedDevices lists every device with a fence; every device with a
+// journal has one (Accept raises or keeps the fence before journaling).
+func fencedDevices(tx *bolt.Tx) []string {
+	var devices []string
+	_ = tx.Bucket(bucketFences).ForEach(func(k, _ []byte) error {
+		devices = append(devices, string(k))
+		return nil
+	})
+	return devices
 }

@@ -2,7 +2,8 @@ package persist
 
 import (
 	"context"
-	"encoding/binary"
+	"errors"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -13,11 +14,7 @@ import (
 // matters only for devices that receive no commands for a long time.
 func (s *Store) Prune(ctx context.Context) error {
 	return s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
-		devices, err := journalDevices(tx)
-		if err != nil {
-			return false, err
-		}
-		return s.pruneDevices(tx, devices)
+		return s.pruneDevices(tx, fencedDevices(tx))
 	})
 }
 
@@ -35,39 +32,38 @@ func (s *Store) pruneDevices(tx *bolt.Tx, devices []string) (bool, error) {
 	return pruned, nil
 }
 
+var errStopPrune = errors.New("stop")
+
 // pruneDevice removes a device's oldest journal records while there are more
 // than MaxRecords or the oldest is older than MaxAge, up to pruneBudget
-// records. It stops at a record still waiting for its result.
+// records. It stops at a record still waiting for its result. It reads only
+// the order index (which carries acceptance times), never record bodies.
 func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
-	j, err := journalFor(tx, device, false)
-	if err != nil || !j.exists() {
+	j := journalFor(tx, device)
+	last, first := j.orderBounds()
+	if last == 0 {
+		return 0, nil
+	}
+	count, cutoff := last-first+1, s.cutoff()
+	var doomed [][]byte // journal keys; deleted after the walk (no writes under a cursor walk)
+	err := j.forEach(func(at time.Time, id string) error {
+		tooMany := count-uint64(len(doomed)) > uint64(s.opts.MaxRecords)
+		if len(doomed) == pruneBudget || (!tooMany && !at.Before(cutoff)) || j.isPending(id) {
+			return errStopPrune
+		}
+		doomed = append(doomed, j.key([]byte(id)))
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopPrune) {
 		return 0, err
 	}
-	c := j.order.Cursor()
-	last, _ := c.Last()
-	cutoff := s.cutoff()
-	n := 0
-	for ; n < pruneBudget; n++ {
-		k, v := c.First()
-		if k == nil {
-			break
+	for i, k := range doomed {
+		if err := j.ids.Delete(k); err != nil {
+			return i, err
 		}
-		id := append([]byte(nil), v...) // v is only valid until the cursor moves
-		count := binary.BigEndian.Uint64(last) - binary.BigEndian.Uint64(k) + 1
-		r, ok, err := j.get(string(id))
-		if err != nil {
-			return n, err
-		}
-		tooMany := count > uint64(s.opts.MaxRecords)
-		if ok && (r.State == StateAccepted || (!tooMany && !r.AcceptedAt.Before(cutoff))) {
-			break
-		}
-		if err := c.Delete(); err != nil {
-			return n, err
-		}
-		if err := j.ids.Delete(id); err != nil {
-			return n, err
+		if err := j.order.Delete(j.key(orderKey(first + uint64(i)))); err != nil {
+			return i, err
 		}
 	}
-	return n, nil
+	return len(doomed), nil
 }

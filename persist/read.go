@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -13,11 +15,8 @@ func (s *Store) Lookup(device, id string) (Record, bool, error) {
 		ok bool
 	)
 	err := s.view(func(tx *bolt.Tx) error {
-		j, err := journalFor(tx, device, false)
-		if err != nil {
-			return err
-		}
-		r, ok, err = j.get(id)
+		var err error
+		r, ok, err = journalFor(tx, device).get(id)
 		return err
 	})
 	return r, ok, err
@@ -43,12 +42,9 @@ func (s *Store) Fences() (map[string]Fence, error) {
 func (s *Store) Journal(device string) ([]Record, error) {
 	var out []Record
 	err := s.view(func(tx *bolt.Tx) error {
-		j, err := journalFor(tx, device, false)
-		if err != nil || !j.exists() {
-			return err
-		}
-		return j.order.ForEach(func(_, id []byte) error {
-			r, ok, err := j.get(string(id))
+		j := journalFor(tx, device)
+		return j.forEach(func(_ time.Time, id string) error {
+			r, ok, err := j.get(id)
 			if err == nil && ok {
 				out = append(out, r)
 			}

@@ -27,7 +27,7 @@ const (
 type Record struct {
 	ID         string
 	State      State
-	Token      string // wire form of the token the command carried
+	Token      fence.Fence // the lease (epoch, seq, holder) the command carried
 	AcceptedAt time.Time
 	DoneAt     time.Time // zero unless State is StateDone
 	Result     []byte    // opaque result bytes; nil unless State is StateDone
@@ -36,12 +36,12 @@ type Record struct {
 
 // recordJSON is Record's stored form. Times are Unix milliseconds.
 type recordJSON struct {
-	State      State  `json:"state"`
-	Token      string `json:"token"`
-	AcceptedAt int64  `json:"accepted_at"`
-	DoneAt     int64  `json:"done_at,omitempty"`
-	Result     []byte `json:"result,omitempty"`
-	Order      uint64 `json:"order"`
+	State      State       `json:"state"`
+	Token      fence.Fence `json:"token"`
+	AcceptedAt int64       `json:"accepted_at"`
+	DoneAt     int64       `json:"done_at,omitempty"`
+	Result     []byte      `json:"result,omitempty"`
+	Order      uint64      `json:"order"`
 }
 
 func encodeRecord(r Record) ([]byte, error) {

@@ -56,58 +56,43 @@ func (s *Store) recover(tx *bolt.Tx) error {
 	if err := initLayout(tx); err != nil {
 		return err
 	}
-	devices, err := journalDevices(tx)
+	if err := s.markInDoubt(tx); err != nil {
+		return err
+	}
+	_, err := s.pruneDevices(tx, fencedDevices(tx))
+	return err
+}
+
+// markInDoubt turns every pending (accepted, no result) command into
+// in_doubt: the agent stopped while it was in flight.
+func (s *Store) markInDoubt(tx *bolt.Tx) error {
+	var pending []DeviceCommand
+	err := tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+		device, id, ok := splitDeviceKey(k)
+		if !ok {
+			return fmt.Errorf("%w: pending key %q", ErrCorrupt, k)
+		}
+		pending = append(pending, DeviceCommand{Device: device, ID: id})
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	for _, device := range devices {
-		if err := s.markInDoubt(tx, device); err != nil {
-			return err
-		}
-		if _, err := s.pruneDevice(tx, device); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func journalDevices(tx *bolt.Tx) ([]string, error) {
-	var devices []string
-	err := tx.Bucket(bucketJournal).ForEachBucket(func(k []byte) error {
-		devices = append(devices, string(k))
-		return nil
-	})
-	return devices, err
-}
-
-// markInDoubt turns every pending (accepted, no result) command of device
-// into in_doubt.
-func (s *Store) markInDoubt(tx *bolt.Tx, device string) error {
-	j, err := journalFor(tx, device, false)
-	if err != nil || !j.exists() {
-		return err
-	}
-	var ids []string
-	if err := j.pending.ForEach(func(k, _ []byte) error {
-		ids = append(ids, string(k))
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, id := range ids {
-		r, ok, err := j.get(id)
+	for _, c := range pending {
+		j := journalFor(tx, c.Device)
+		r, ok, err := j.get(c.ID)
 		if err != nil {
 			return err
 		}
 		if !ok || r.State != StateAccepted {
-			return fmt.Errorf("%w: pending %q of %q has no accepted record", ErrCorrupt, id, device)
+			return fmt.Errorf("%w: pending %s/%s has no accepted record", ErrCorrupt, c.Device, c.ID)
 		}
 		r.State = StateInDoubt
 		if err := j.put(r); err != nil {
 			return err
 		}
-		s.inDoubt = append(s.inDoubt, DeviceCommand{Device: device, ID: id})
 	}
+	s.inDoubt = pending
 	return nil
 }
 
