@@ -43,12 +43,15 @@ type Agent struct {
 // New opens everything the agent needs — trust keys, the fence store, the
 // drivers, the embedded broker and the HTTP listener — so that errors show
 // at start and addresses are known before Run. On error, whatever was
-// opened is closed again.
-func New(cfg Config, log *slog.Logger) (a *Agent, err error) {
+// opened is closed again. log may be nil (nothing is logged).
+func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a = &Agent{cfg: cfg, log: log, byID: map[string]*device{}, boot: time.Now(), failed: make(chan struct{})}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{cfg: cfg, log: log, byID: map[string]*device{}, boot: time.Now(), failed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.closeAll()

@@ -33,3 +33,15 @@ func getJSON(t *testing.T, url string, v any) {
 		t.Fatalf("%s: %v", url, err)
 	}
 }
+
+func fenceWritePub(path string) error {
+	s, err := fence.GenerateKey()
+	if err != nil {
+		return err
+	}
+	signer, err := fence.NewSigner(s)
+	if err != nil {
+		return err
+	}
+	return fence.WritePublicKey(path, signer.Public())
+}
