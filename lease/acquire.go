@@ -81,15 +81,15 @@ func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, 
 }
 
 // retried answers a request id seen before: the same grant while it is the
-// live lease, CodeExpired (with the old token) once it is not.
+// live lease, CodeExpired once it is not.
 func retried(d *domain, q RequestRecord, req Request, now time.Time) (Response, error) {
 	if q.Holder != req.Holder {
 		return Response{}, fmt.Errorf("%w: request_id %q belongs to holder %q", ErrBadRequest, q.ID, q.Holder)
 	}
 	if d.live(now) && d.rec.Lease.Seq == q.Seq {
-		return Response{OK: true, Code: CodeGranted, Token: q.Token, Holder: q.Holder, ExpiresInMs: floorMs(d.remaining(now))}, nil
+		return Response{OK: true, Code: CodeGranted, Token: d.rec.Lease.Token, Holder: q.Holder, ExpiresInMs: floorMs(d.remaining(now))}, nil
 	}
-	return Response{Code: CodeExpired, Token: q.Token, Holder: q.Holder}, nil
+	return Response{Code: CodeExpired, Holder: q.Holder}, nil
 }
 
 // grant mints the domain's next token for req, makes it durable and starts
@@ -105,7 +105,7 @@ func (c *Controller) grant(ctx context.Context, name string, d *domain, req Requ
 	next.Lease = &LeaseRecord{Token: tok.Raw, Epoch: tok.Epoch, Seq: tok.Seq, Holder: req.Holder,
 		RequestID: req.RequestID, TTLms: req.TTLms}
 	next.Requests = append(next.Requests, RequestRecord{ID: req.RequestID, Holder: req.Holder, Seq: tok.Seq,
-		Token: tok.Raw, AtMs: now.UnixMilli(), TTLms: req.TTLms})
+		AtMs: now.UnixMilli(), TTLms: req.TTLms})
 	next.Requests = pruneRequests(next.Requests, now.UnixMilli(), tok.Seq)
 	if err := c.commit(ctx, name, d, next); err != nil {
 		return Response{}, fence.Token{}, err

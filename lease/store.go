@@ -58,7 +58,6 @@ type RequestRecord struct {
 	ID     string `json:"id"`
 	Holder string `json:"holder"`
 	Seq    uint64 `json:"seq"`
-	Token  string `json:"token"`
 	// AtMs is the wall-clock grant time in Unix ms and TTLms the grant's
 	// TTL; together they bound retention only, never expiry.
 	AtMs  int64  `json:"at_ms"`
