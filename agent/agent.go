@@ -67,10 +67,13 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.logInDoubt()
-	if err = a.openDevices(); err != nil {
+	if err = a.listen(); err != nil {
 		return nil, err
 	}
-	if err = a.listen(); err != nil {
+	if a.conn, err = a.newConnection(); err != nil {
+		return nil, err
+	}
+	if err = a.openDevices(); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -113,13 +116,17 @@ func (a *Agent) openDevices() error {
 	}
 	for i, dc := range a.cfg.Devices {
 		dlog := a.log.With("device", dc.ID)
-		settings := devices.Settings{Node: &a.cfg.Devices[i].Settings, Path: fmt.Sprintf("devices[%d].settings", i)}
+		settings := devices.Settings{Node: &a.cfg.Devices[i].Settings, Path: fmt.Sprintf("devices[%d].settings", i),
+			Broker: a.BrokerURL()}
 		drv, err := devices.Open(dc.Driver, dc.ID, settings, dlog)
 		if err != nil {
 			return fmt.Errorf("devices[%d] (%s): %w", i, dc.ID, err)
 		}
 		d := newDevice(dc, drv, a.env, a.cfg.Limits.Queue, dlog)
 		d.fence = fences[dc.ID].Token
+		if r, ok := drv.(devices.AvailabilityReporter); ok {
+			r.OnAvailability(d.setAvailable)
+		}
 		a.devices = append(a.devices, d)
 		a.byID[dc.ID] = d
 	}
@@ -168,12 +175,7 @@ func (a *Agent) HTTPAddr() string {
 // the broker and, last, the store. It returns nil after a clean stop and
 // the store's error after a failure.
 func (a *Agent) Run(ctx context.Context) error {
-	conn, err := a.newConnection()
-	if err != nil {
-		a.closeAll()
-		return err
-	}
-	a.conn = conn
+	conn := a.conn
 	srv := a.serveHTTP()
 	stop := make(chan struct{})
 	var workers sync.WaitGroup

@@ -68,6 +68,8 @@ func (d *device) failure(id string, err error) mqtt.Result {
 		return r
 	case devices.CodeUnknownOp:
 		return d.reject(id, mqtt.CodeUnknownOp, err.Error())
+	case devices.CodeInDoubt:
+		return d.result(id, mqtt.StatusInDoubt, mqtt.CodeInDoubt, err.Error())
 	}
 	return d.result(id, mqtt.StatusFailed, mqtt.Code(code), err.Error())
 }

@@ -48,8 +48,7 @@ type MQTTConfig struct {
 	Broker string `yaml:"broker"`
 	// Listen is the embedded broker's address. Default 127.0.0.1:1883.
 	Listen string `yaml:"listen"`
-	// ClientID default "fencegate-agent-<agent id>". It must be stable: the
-	// agent uses a persistent session.
+	// ClientID default "fencegate-agent-<agent id>"; unique per agent.
 	ClientID string   `yaml:"client_id"`
 	Username string   `yaml:"username"`
 	Password string   `yaml:"password"`

@@ -13,12 +13,17 @@ import (
 
 // connection is the agent's MQTT client.
 //
-// Session choice: persistent (clean session off) with a stable client id.
-// Commands published while the agent is reconnecting are queued by the
-// broker and delivered; a command delivered twice (redelivery, or a
-// supervisor's retry) is answered from the journal and never applied twice.
-// Acknowledgement is manual: a command is acked only after its decision is
-// durable, so a crash before that makes the broker deliver it again.
+// Session choice: clean session. Correctness never depends on the broker
+// queueing commands for the agent: a supervisor retries a command (same id)
+// until it gets a result, the journal answers retries with the recorded
+// result, and a command queued during an outage would carry an ever staler
+// token anyway. A persistent session would also make paho resume its stored
+// publishes on every connect, which races with the status and state the
+// agent publishes from the on-connect handler (paho.mqtt.golang issue 703).
+//
+// Acknowledgement is manual: a command is acked only once its decision is
+// durable, so the broker never counts as delivered a command the agent
+// could still lose.
 type connection struct {
 	a      *Agent
 	client paho.Client
@@ -28,8 +33,9 @@ type connection struct {
 	done   chan struct{}
 }
 
-// newConnection prepares the client; start connects it. Workers may
-// publish through it from then on.
+// newConnection prepares the client without connecting (New calls it before
+// opening drivers, so env.pub is set before anything can publish); start
+// connects it. A publish before the first connection is queued by paho.
 func (a *Agent) newConnection() (*connection, error) {
 	c := &connection{a: a, log: a.log.With("component", "mqtt"), grants: make(chan []byte, 64), done: make(chan struct{})}
 	c.intake.Store(true)
@@ -40,7 +46,7 @@ func (a *Agent) newConnection() (*connection, error) {
 		return nil, err
 	}
 	will := mustJSON(mqtt.AgentStatus{Online: false, At: now()})
-	opts.SetCleanSession(false).SetAutoAckDisabled(true).SetOrderMatters(true).
+	opts.SetAutoAckDisabled(true).SetOrderMatters(true).
 		SetWill(a.env.topics.AgentStatus(a.cfg.Agent.ID), string(will), 1, true).
 		SetConnectionLostHandler(c.onLost)
 	c.client = paho.NewClient(opts)

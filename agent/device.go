@@ -131,11 +131,27 @@ func (d *device) setFence(tok fence.Token, raised bool) {
 	}
 }
 
+// setLast records the latest result; a device_unavailable result marks the
+// device unavailable and any other result from the driver available again.
 func (d *device) setLast(r mqtt.Result) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.last = &r
-	d.available = r.Code != mqtt.CodeDeviceUnavailable
+	d.mu.Unlock()
+	d.setAvailable(r.Code != mqtt.CodeDeviceUnavailable, r.Message)
+}
+
+// setAvailable records a change of availability (from a result or from the
+// driver's AvailabilityReporter) and announces it in the state topic.
+func (d *device) setAvailable(available bool, reason string) {
+	d.mu.Lock()
+	changed := d.available != available
+	d.available = available
+	d.mu.Unlock()
+	if !changed {
+		return
+	}
+	d.log.Info("device availability changed", "available", available, "reason", reason)
+	d.publishState()
 }
 
 func (d *device) publishState() {

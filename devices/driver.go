@@ -58,3 +58,13 @@ func (c Capabilities) Supports(op string) bool {
 	_, ok := c.Ops[op]
 	return ok
 }
+
+// AvailabilityReporter is implemented by drivers that learn on their own that
+// the device went away or came back (an unplugged serial port, an MQTT
+// controller's last will, a crashed plugin process). The agent registers one
+// handler before the first Apply; the driver calls it from its own goroutine
+// on every change. The handler does not block and may be called
+// concurrently with Apply.
+type AvailabilityReporter interface {
+	OnAvailability(handler func(available bool, reason string))
+}

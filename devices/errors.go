@@ -25,6 +25,9 @@ const (
 	CodeUnknownOp Code = "unknown_op"
 	// CodeStaleToken: the device's own fence refused the token.
 	CodeStaleToken Code = "stale_token"
+	// CodeInDoubt: the driver lost the device mid-command (e.g. a plugin
+	// process crashed): the command may or may not have taken effect.
+	CodeInDoubt Code = "in_doubt"
 )
 
 // Error is a driver failure with its wire-level code.

@@ -20,6 +20,9 @@ type Factory func(device string, settings Settings, log *slog.Logger) (Driver, e
 type Settings struct {
 	Node *yaml.Node // the "settings" mapping; nil if absent
 	Path string     // its key path in the config file, for errors
+	// Broker is the agent's own MQTT broker URL, for drivers that reach
+	// their device over MQTT and have no broker of their own configured.
+	Broker string
 }
 
 // Decode decodes the settings into out (a pointer to a struct with yaml
