@@ -16,7 +16,6 @@ import (
 	"syscall"
 
 	"github.com/fencegate/fencegate/agent"
-	_ "github.com/fencegate/fencegate/devices/sim" // the simulated device driver
 )
 
 func main() {
