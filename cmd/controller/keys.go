@@ -30,6 +30,9 @@ func keygen(dir string, overwrite bool, stderr io.Writer) error {
 // writeKeyPair generates a key, writes it to path and its public half to
 // pubPath(path).
 func writeKeyPair(path string, overwrite bool) (ed25519.PrivateKey, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("key directory: %w", err)
+	}
 	priv, err := fence.GenerateKey()
 	if err != nil {
 		return nil, err
