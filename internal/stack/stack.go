@@ -1,0 +1,226 @@
+// Package stack runs a whole fencegate installation in one process — an
+// embedded broker, a lease controller and an agent with simulated devices —
+// for the demo, the SDK and CLI tests. It wires the same packages the
+// commands use; it adds no behaviour of its own.
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/agent"
+	_ "github.com/fencegate/fencegate/devices/sim" // the devices of the stack
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// Options describe the stack. Dir is required.
+type Options struct {
+	Dir        string   // data, keys and device logs go here
+	BrokerAddr string   // embedded broker address; default "127.0.0.1:0"
+	Domain     string   // fencing domain of every device; default "plant"
+	Devices    []string // sim device ids; default pump1, valve1
+	Latency    time.Duration
+	Log        *slog.Logger // default: discard
+}
+
+// Stack is a running installation. Close stops it.
+type Stack struct {
+	opts    Options
+	Broker  *mqtt.Embedded
+	Signer  *fence.Signer
+	PubKey  string // path of the controller's public key file
+	store   *boltstore.Store
+	api     *mqttapi.Server
+	agent   *agent.Agent
+	cancel  context.CancelFunc
+	agentRc chan error
+}
+
+// Start starts broker, controller and agent and returns once the agent
+// has announced itself online and the controller's API is subscribed.
+func Start(ctx context.Context, o Options) (s *Stack, err error) {
+	o = o.withDefaults()
+	s = &Stack{opts: o}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.Broker, err = mqtt.StartEmbedded(o.BrokerAddr, nil); err != nil {
+		return nil, err
+	}
+	if err = s.startController(ctx); err != nil {
+		return nil, err
+	}
+	if err = s.startAgent(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.BrokerAddr == "" {
+		o.BrokerAddr = "127.0.0.1:0"
+	}
+	if o.Domain == "" {
+		o.Domain = "plant"
+	}
+	if len(o.Devices) == 0 {
+		o.Devices = []string{"pump1", "valve1"}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func (s *Stack) startController(ctx context.Context) error {
+	priv, err := fence.GenerateKey()
+	if err != nil {
+		return err
+	}
+	if s.Signer, err = fence.NewSigner(priv); err != nil {
+		return err
+	}
+	s.PubKey = filepath.Join(s.opts.Dir, "controller.pub")
+	if err := fence.WritePublicKey(s.PubKey, s.Signer.Public()); err != nil {
+		return err
+	}
+	if s.store, err = boltstore.Open(filepath.Join(s.opts.Dir, "leases.db"), boltstore.Options{}); err != nil {
+		return err
+	}
+	log := s.opts.Log.With("component", "controller")
+	s.api, err = mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: s.Broker.URL(), ClientID: "fencegate-controller"}, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctrl, err := lease.New(ctx, lease.Config{Store: s.store, Signer: s.Signer, Logger: log, OnGrant: s.api.Announce})
+	if err != nil {
+		return err
+	}
+	s.api.Start(ctrl)
+	return waitFor(ctx, s.api.Ready, "controller subscribed")
+}
+
+func (s *Stack) startAgent(ctx context.Context) error {
+	cfg := agent.Config{Agent: agent.AgentConfig{ID: "gw1", DataDir: filepath.Join(s.opts.Dir, "agent")},
+		MQTT: agent.MQTTConfig{Broker: s.Broker.URL()}, Trust: agent.TrustConfig{Keys: []string{s.PubKey}},
+		HTTP: agent.HTTPConfig{Listen: "off"}}
+	for _, id := range s.opts.Devices {
+		node, err := simSettings(s.DeviceLog(id), s.opts.Latency)
+		if err != nil {
+			return err
+		}
+		cfg.Devices = append(cfg.Devices, agent.DeviceConfig{ID: id, Domain: s.opts.Domain, Driver: "sim", Settings: node})
+	}
+	online, stop, err := watchOnline(s.Broker.URL(), "gw1")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	a, err := agent.New(cfg.WithDefaults(), s.opts.Log.With("component", "agent"))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	s.agent, s.cancel, s.agentRc = a, cancel, make(chan error, 1)
+	go func() { s.agentRc <- a.Run(actx) }()
+	select {
+	case <-online:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stack: agent not online: %w", ctx.Err())
+	}
+}
+
+func simSettings(logPath string, latency time.Duration) (yaml.Node, error) {
+	var doc yaml.Node
+	src := fmt.Sprintf("log: %q\nlatency: %s\n", logPath, latency)
+	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
+		return yaml.Node{}, err
+	}
+	return *doc.Content[0], nil
+}
+
+// watchOnline subscribes to agent's retained status and returns a channel
+// closed when it reports online (its subscriptions are in place by then).
+func watchOnline(broker, agentID string) (<-chan struct{}, func(), error) {
+	online := make(chan struct{})
+	var closed bool
+	opts, err := mqtt.Config{Broker: broker, ClientID: "fencegate-stack-watch"}.ClientOptions(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := paho.NewClient(opts)
+	if err := mqtt.Wait(c.Connect(), 10*time.Second); err != nil {
+		return nil, nil, err
+	}
+	handler := func(_ paho.Client, m paho.Message) {
+		var st mqtt.AgentStatus
+		if json.Unmarshal(m.Payload(), &st) == nil && st.Online && !closed {
+			closed = true // paho calls handlers one at a time (order matters)
+			close(online)
+		}
+	}
+	if err := mqtt.Wait(c.Subscribe(mqtt.Topics{}.AgentStatus(agentID), 1, handler), 10*time.Second); err != nil {
+		c.Disconnect(0)
+		return nil, nil, err
+	}
+	return online, func() { c.Disconnect(100) }, nil
+}
+
+func waitFor(ctx context.Context, ready func() bool, what string) error {
+	for !ready() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stack: %s: %w", what, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// URL is the broker URL for supervisors.
+func (s *Stack) URL() string { return s.Broker.URL() }
+
+// Domain is the devices' fencing domain.
+func (s *Stack) Domain() string { return s.opts.Domain }
+
+// Devices lists the device ids.
+func (s *Stack) Devices() []string { return s.opts.Devices }
+
+// DeviceLog is the path of a device's apply log (devices/sim format).
+func (s *Stack) DeviceLog(device string) string {
+	return filepath.Join(s.opts.Dir, device+"-applied.log")
+}
+
+// Close stops the agent, the controller and the broker, in that order.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.cancel != nil {
+		s.cancel()
+		errs = append(errs, <-s.agentRc)
+	}
+	if s.api != nil {
+		s.api.Close()
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	if s.Broker != nil {
+		errs = append(errs, s.Broker.Close())
+	}
+	return errors.Join(errs...)
+}

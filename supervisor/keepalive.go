@@ -1,0 +1,68 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/lease"
+)
+
+// keepalive renews the lease about every third of its TTL until it is lost.
+// A renewal counts from when it was sent, and waits at most half a TTL (and
+// never past the current validity) for an answer. When validity runs out
+// without a confirmed renewal — the controller unreachable, or this process
+// paused — the lease is lost before anything else is tried.
+func (l *Lease) keepalive() {
+	wait := l.ttl / 3
+	for {
+		select {
+		case <-time.After(wait):
+		case <-l.done:
+			return
+		case <-l.c.closed:
+			l.lose(errors.New("client closed"))
+			return
+		}
+		if time.Now().After(l.ValidUntil()) {
+			l.lose(errors.New("no renewal confirmed within the TTL"))
+			return
+		}
+		if l.renewOnce() {
+			wait = l.ttl / 3
+		} else {
+			wait = max(l.ttl/10, 10*time.Millisecond)
+		}
+	}
+}
+
+// renewOnce sends one renewal and reports whether it was confirmed. A
+// refusal (expired, not_holder) loses the lease.
+func (l *Lease) renewOnce() bool {
+	sent := time.Now()
+	deadline := sent.Add(l.ttl / 2)
+	if v := l.ValidUntil(); v.Before(deadline) {
+		deadline = v
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := l.c.leaseCall(ctx, l.domain, lease.OpRenew, lease.Request{Token: l.token.Raw}, 0)
+	switch {
+	case err != nil:
+		return false
+	case resp.Code == lease.CodeRenewed:
+		l.confirm(sent)
+		return true
+	case resp.Code == lease.CodeExpired || resp.Code == lease.CodeNotHolder:
+		l.lose(fmt.Errorf("renewal refused: %s", resp.Code))
+	}
+	return false
+}

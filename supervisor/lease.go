@@ -1,0 +1,179 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// AcquireOptions tune Acquire.
+type AcquireOptions struct {
+	// TTL is the lease's time to live, 100 ms … 24 h. Required.
+	TTL time.Duration
+	// Wait, if set (≤ 60 s), queues for a held domain up to that long.
+	Wait time.Duration
+}
+
+// Lease is a lease this client holds on one domain, with its token. It
+// renews itself until Release, Client.Close, or loss. Methods are safe for
+// concurrent use.
+type Lease struct {
+	c      *Client
+	domain string
+	token  fence.Token // decoded, not verified: the agent verifies it
+	ttl    time.Duration
+
+	mu         sync.Mutex // guards err and validUntil
+	err        error
+	validUntil time.Time // no later than (send time of the last confirmed grant or renewal) + TTL
+	done       chan struct{}
+}
+
+// Acquire asks the controller for a lease on domain. It returns ErrHeld
+// (wrapped with the holder and remaining time) if another holder has it
+// and Wait ran out, and a lease otherwise. The request is resent with the
+// same request id until the controller answers or ctx ends (ErrNoAnswer):
+// the controller treats a resent request as the same acquisition.
+func (c *Client) Acquire(ctx context.Context, domain string, o AcquireOptions) (*Lease, error) {
+	if err := fence.CheckID("domain", domain); err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	if err := lease.CheckTTL(uint64(o.TTL.Milliseconds())); err != nil || o.Wait < 0 || o.Wait > lease.MaxWait {
+		return nil, fmt.Errorf("%w: ttl %v must be 100ms..24h and wait %v 0..60s", ErrBadRequest, o.TTL, o.Wait)
+	}
+	req := lease.Request{RequestID: randomID()[:20], Holder: c.cfg.Holder,
+		TTLms: uint64(o.TTL.Milliseconds()), WaitMs: uint64(o.Wait.Milliseconds())}
+	sent := time.Now()
+	resp, err := c.leaseCall(ctx, domain, lease.OpAcquire, req, o.Wait+c.cfg.RetryInterval)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.Code {
+	case lease.CodeGranted:
+		return c.newLease(domain, resp.Token, o.TTL, sent)
+	case lease.CodeHeld:
+		return nil, fmt.Errorf("%w: %s holds %s for %d ms more", ErrHeld, resp.Holder, domain, resp.ExpiresInMs)
+	}
+	return nil, leaseError(resp)
+}
+
+func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time) (*Lease, error) {
+	tok, err := fence.ParseUnverified(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: granted token: %v", ErrInternal, err)
+	}
+	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), done: make(chan struct{})}
+	go l.keepalive()
+	return l, nil
+}
+
+// leaseCall sends one lease request and returns the controller's response.
+func (c *Client) leaseCall(ctx context.Context, domain string, op lease.Op, req lease.Request, minWait time.Duration) (lease.Response, error) {
+	req.ReplyTo = c.reply
+	if req.RequestID == "" {
+		req.RequestID = randomID()[:20]
+	}
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return lease.Response{}, err
+	}
+	reply, err := c.exchange(ctx, req.RequestID, c.topics.Lease(domain, string(op)), payload, minWait,
+		func([]byte) bool { return true })
+	if err != nil {
+		return lease.Response{}, fmt.Errorf("%w: %s %s: %w", ErrNoAnswer, op, domain, err)
+	}
+	var resp lease.Response
+	if err := json.Unmarshal(reply, &resp); err != nil {
+		return lease.Response{}, fmt.Errorf("%w: undecodable %s response: %v", ErrInternal, op, err)
+	}
+	return resp, nil
+}
+
+func leaseError(resp lease.Response) error {
+	switch resp.Code {
+	case lease.CodeBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadRequest, resp.Message)
+	case lease.CodeExpired, lease.CodeNotHolder:
+		return fmt.Errorf("%w: controller says %s", ErrLeaseLost, resp.Code)
+	}
+	return fmt.Errorf("%w: controller says %s %s", ErrInternal, resp.Code, resp.Message)
+}
+
+// Token is the lease's token in wire form, to put in commands.
+func (l *Lease) Token() string { return l.token.Raw }
+
+// Fence is the lease's decoded token.
+func (l *Lease) Fence() fence.Token { return l.token }
+
+// Domain is the lease's fencing domain.
+func (l *Lease) Domain() string { return l.domain }
+
+// Done is closed when the lease is lost or released.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err is nil while the lease is held and afterwards an error wrapping
+// ErrLeaseLost that says why.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// ValidUntil is the latest time this client can be sure the lease is held
+// (on its own clock; the controller's TTL runs from when it received the
+// request, later than this client sent it).
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil
+}
+
+// lose marks the lease lost with reason; the first reason wins.
+func (l *Lease) lose(reason error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = fmt.Errorf("%w: %w", ErrLeaseLost, reason)
+		close(l.done)
+	}
+}
+
+// confirm extends validity after a renewal that was sent at sent, unless
+// the lease was lost meanwhile (it is never resurrected).
+func (l *Lease) confirm(sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && sent.Add(l.ttl).After(l.validUntil) {
+		l.validUntil = sent.Add(l.ttl)
+	}
+}
+
+// Release gives the lease back so another holder can acquire at once. The
+// lease is lost from this call on, whatever the controller answers.
+func (l *Lease) Release(ctx context.Context) error {
+	l.lose(fmt.Errorf("released"))
+	resp, err := l.c.leaseCall(ctx, l.domain, lease.OpRelease, lease.Request{Token: l.token.Raw}, 0)
+	if err != nil {
+		return err
+	}
+	if resp.Code != lease.CodeReleased {
+		return leaseError(resp)
+	}
+	return nil
+}
+
+// Send sends a command under this lease; see Client.SendToken. A stale
+// result marks the lease lost: a newer holder exists.
+func (l *Lease) Send(ctx context.Context, device, op string, args any) (mqtt.Result, error) {
+	res, err := l.c.SendToken(ctx, l.token.Raw, device, op, args)
+	if res.Code == mqtt.CodeStaleToken {
+		l.lose(fmt.Errorf("device %s is fenced at a newer lease", device))
+	}
+	return res, err
+}
