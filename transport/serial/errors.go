@@ -1,0 +1,34 @@
+package serial
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of package serial; returned errors wrap them (test with errors.Is).
+var (
+	// ErrHeld: another process (a second agent, a stray terminal program)
+	// holds the port, by flock or TIOCEXCL.
+	ErrHeld = errors.New("serial: port is held by another process")
+	// ErrUnavailable: the port is not open (unplugged, or being reopened).
+	ErrUnavailable = errors.New("serial: port unavailable")
+	// ErrWriteTimeout: a write did not complete before its deadline.
+	ErrWriteTimeout = errors.New("serial: write timed out")
+	// ErrClosed: the Link or Port was closed.
+	ErrClosed = errors.New("serial: closed")
+	// ErrGarbage: bytes on the line that do not form a valid line or frame.
+	ErrGarbage = errors.New("serial: garbage on the line")
+	// ErrBadFrame: a frame that is not valid COBS or fails its CRC.
+	ErrBadFrame = errors.New("serial: bad frame")
+)
+
+// ConfigError is an invalid Config value, naming its key and value.
+type ConfigError struct {
+	Key    string // key path, e.g. "port.baud"
+	Value  any    // the offending value
+	Reason string // what a valid value looks like
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s: value %q: %s", e.Key, fmt.Sprint(e.Value), e.Reason)
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package serial
+
+import (
+	"errors"
+	"time"
+)
+
+var errNotLinux = errors.New("serial: exclusive ports are implemented on Linux only")
+
+func lockNode(string) (int, error)         { return -1, errNotLinux }
+func setExclusive(int) error               { return errNotLinux }
+func unlockNode(int) error                 { return errNotLinux }
+func writeNB(int, []byte, time.Time) error { return errNotLinux }

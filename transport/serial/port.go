@@ -1,0 +1,104 @@
+package serial
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bug "go.bug.st/serial"
+)
+
+// Port is one open, exclusively held serial port. Read and Write may be
+// called concurrently with each other (one reader, one writer); Close may
+// be called at any time and more than once, and makes a blocked Read
+// return.
+type Port struct {
+	path string
+	sp   bug.Port
+
+	mu     sync.RWMutex // guards node against Close while a Write uses it
+	node   int          // non-blocking descriptor holding the flock; -1 when closed
+	closed bool
+}
+
+// OpenPort opens the port cfg names, in its mode, exclusively: it takes an
+// flock on the node, opens it through go.bug.st/serial, then sets TIOCEXCL
+// and checks the result. A port someone else holds gives an error wrapping
+// ErrHeld; an invalid cfg gives a *ConfigError.
+func OpenPort(cfg Config) (*Port, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	node, err := lockNode(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := bug.Open(cfg.Path, cfg.mode())
+	if err != nil {
+		unlockNode(node)
+		return nil, openError(cfg.Path, err)
+	}
+	p := &Port{path: cfg.Path, sp: sp, node: node}
+	if err := setExclusive(node); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("serial: %s: set exclusive mode (TIOCEXCL): %w", cfg.Path, err)
+	}
+	if err := sp.SetReadTimeout(cfg.ReadTimeout); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("serial: %s: read timeout: %w", cfg.Path, err)
+	}
+	return p, nil
+}
+
+func openError(path string, err error) error {
+	var pe *bug.PortError
+	if errors.As(err, &pe) && pe.Code() == bug.PortBusy {
+		return fmt.Errorf("%w: %s is opened exclusively (TIOCEXCL)", ErrHeld, path)
+	}
+	return fmt.Errorf("serial: open %s: %w", path, err)
+}
+
+// Path is the node the port was opened at.
+func (p *Port) Path() string { return p.path }
+
+// Read reads what has arrived, waiting at most the configured read timeout:
+// it returns 0, nil when nothing arrived in that time, and an error when the
+// port failed (unplugged, closed).
+func (p *Port) Read(b []byte) (int, error) {
+	n, err := p.sp.Read(b)
+	if err != nil {
+		return n, fmt.Errorf("serial: read %s: %w", p.path, err)
+	}
+	return n, nil
+}
+
+// Write writes all of b or fails: with an error wrapping ErrWriteTimeout if
+// the port did not take it before deadline, ErrClosed after Close.
+func (p *Port) Write(b []byte, deadline time.Time) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if err := writeNB(p.node, b, deadline); err != nil {
+		return fmt.Errorf("serial: write %s: %w", p.path, err)
+	}
+	return nil
+}
+
+// ResetInput discards what the kernel has received but nobody read yet.
+func (p *Port) ResetInput() error { return p.sp.ResetInputBuffer() }
+
+// Close releases the port: exclusive mode, the flock and both descriptors.
+func (p *Port) Close() error {
+	err := p.sp.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return errors.Join(err, unlockNode(p.node))
+}
