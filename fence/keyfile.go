@@ -160,3 +160,31 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// Key pair file names written by WriteKeyPair.
+const (
+	PrivateKeyFile = "controller.key"
+	PublicKeyFile  = "controller.pub"
+)
+
+// WriteKeyPair generates a controller key and writes dir/controller.key
+// (0600) and dir/controller.pub, creating dir (0700) if needed. Without
+// overwrite an existing controller.key is an error wrapping os.ErrExist and
+// nothing is written.
+func WriteKeyPair(dir string, overwrite bool) (KeyID, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return KeyID{}, fmt.Errorf("key directory: %w", err)
+	}
+	priv, err := GenerateKey()
+	if err != nil {
+		return KeyID{}, err
+	}
+	if err := WritePrivateKey(filepath.Join(dir, PrivateKeyFile), priv, overwrite); err != nil {
+		return KeyID{}, err
+	}
+	pub := priv.Public().(ed25519.PublicKey)
+	if err := WritePublicKey(filepath.Join(dir, PublicKeyFile), pub); err != nil {
+		return KeyID{}, err
+	}
+	return KeyIDOf(pub), nil
+}

@@ -373,3 +373,29 @@ func TestNewSignerRejectsMismatchedPublicHalf(t *testing.T) {
 		t.Fatalf("NewSigner with a good key: %v", err)
 	}
 }
+
+func TestWriteKeyPair(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "keys")
+	id, err := WriteKeyPair(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := LoadPrivateKey(filepath.Join(dir, PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := LoadPublicKey(filepath.Join(dir, PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if KeyIDOf(pub) != id || !pub.Equal(priv.Public()) {
+		t.Fatal("key pair files do not match the returned id")
+	}
+	if _, err := WriteKeyPair(dir, false); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("second write without overwrite: %v", err)
+	}
+	again, _ := LoadPrivateKey(filepath.Join(dir, PrivateKeyFile))
+	if !again.Equal(priv) {
+		t.Fatal("refused write changed the key")
+	}
+}

@@ -177,3 +177,15 @@ func (l *Lease) Send(ctx context.Context, device, op string, args any) (mqtt.Res
 	}
 	return res, err
 }
+
+// LeaseRequest sends one raw lease request (acquire, renew, release, get)
+// and returns the controller's response, for tools that manage tokens
+// themselves (fencectl). It fills request_id and reply_to; it starts no
+// renewals. Prefer Acquire in programs.
+func (c *Client) LeaseRequest(ctx context.Context, domain string, op lease.Op, req lease.Request) (lease.Response, error) {
+	if err := fence.CheckID("domain", domain); err != nil {
+		return lease.Response{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	wait := time.Duration(req.WaitMs) * time.Millisecond
+	return c.leaseCall(ctx, domain, op, req, wait+c.cfg.RetryInterval)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// runWatch: fencectl watch [DEVICE ...] — state and results as they happen.
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	c := addCommon(fs)
+	dur := fs.Duration("for", 0, "stop after this long (default: until interrupted)")
+	fs.SetOutput(stderr)
+	devices, err := interspersed(fs, args)
+	if err != nil {
+		return exitError
+	}
+	if len(devices) == 0 {
+		devices = []string{"+"}
+	}
+	if *dur > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *dur)
+		defer cancel()
+	}
+	var mu sync.Mutex // serializes output
+	topics := mqtt.Topics{Prefix: c.prefix}
+	filters := map[string]byte{}
+	for _, d := range devices {
+		filters[topics.DeviceState(d)], filters[topics.DeviceResults(d)] = 1, 1
+	}
+	print := func(_ paho.Client, m paho.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		printEvent(stdout, c.json, topics, m.Topic(), m.Payload())
+	}
+	cl, err := subscribe(ctx, c, filters, print)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	<-ctx.Done()
+	cl.Disconnect(100)
+	return exitOK
+}
+
+// subscribe connects a plain MQTT client and subscribes filters to handler.
+func subscribe(ctx context.Context, c *common, filters map[string]byte, handler paho.MessageHandler) (paho.Client, error) {
+	cfg := c.mqtt
+	cfg.ClientID = fmt.Sprintf("fencectl-watch-%d", time.Now().UnixNano())
+	opts, err := cfg.ClientOptions(func(cl paho.Client) { cl.SubscribeMultiple(filters, handler) })
+	if err != nil {
+		return nil, err
+	}
+	cl := paho.NewClient(opts)
+	if err := mqtt.Wait(cl.Connect(), c.timeout); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", cfg.Broker, err)
+	}
+	return cl, nil
+}
+
+func printEvent(w io.Writer, asJSON bool, topics mqtt.Topics, topic string, payload []byte) {
+	if asJSON {
+		fmt.Fprintf(w, "{\"topic\":%q,\"payload\":%s}\n", topic, compactJSON(payload))
+		return
+	}
+	_, leaf, _ := topics.ParseDeviceTopic(topic)
+	switch leaf {
+	case "state":
+		var s mqtt.DeviceState
+		if json.Unmarshal(payload, &s) == nil {
+			fmt.Fprintln(w, describeState(s))
+			return
+		}
+	case "results":
+		var r mqtt.Result
+		if json.Unmarshal(payload, &r) == nil {
+			fmt.Fprintln(w, "result", describeResult(r))
+			return
+		}
+	}
+	fmt.Fprintf(w, "%s %s\n", topic, payload)
+}
+
+func describeState(s mqtt.DeviceState) string {
+	f := "no fence"
+	if s.Fence != nil {
+		f = fmt.Sprintf("fence %d.%d %s", s.Fence.Epoch, s.Fence.Seq, s.Fence.Holder)
+	}
+	online := "online"
+	if !s.Online {
+		online = "OFFLINE"
+	}
+	return fmt.Sprintf("state  %s (agent %s) %s, %s, at %s", s.Device, s.Agent, online, f, s.UpdatedAt)
+}
+
+func compactJSON(b []byte) string {
+	if !json.Valid(b) {
+		q, _ := json.Marshal(string(b))
+		return string(q)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// runDevices: fencectl devices — every device with a retained state.
+func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	c := addCommon(fs)
+	settle := fs.Duration("settle", time.Second, "how long to collect retained states")
+	if ok, code := parse(fs, args, stderr); !ok {
+		return code
+	}
+	var mu sync.Mutex // guards states
+	states := map[string]mqtt.DeviceState{}
+	topics := mqtt.Topics{Prefix: c.prefix}
+	cl, err := subscribe(ctx, c, map[string]byte{topics.DeviceState("+"): 1}, func(_ paho.Client, m paho.Message) {
+		var s mqtt.DeviceState
+		if json.Unmarshal(m.Payload(), &s) == nil && s.Device != "" {
+			mu.Lock()
+			states[s.Device] = s
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	select {
+	case <-time.After(*settle):
+	case <-ctx.Done():
+	}
+	cl.Disconnect(100)
+	mu.Lock()
+	defer mu.Unlock()
+	printStates(stdout, c.json, states)
+	return exitOK
+}
+
+func printStates(w io.Writer, asJSON bool, states map[string]mqtt.DeviceState) {
+	ids := make([]string, 0, len(states))
+	for id := range states {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if asJSON {
+			printJSON(w, states[id])
+		} else {
+			fmt.Fprintln(w, describeState(states[id]))
+		}
+	}
+}
