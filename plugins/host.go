@@ -1,0 +1,241 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/fencegate/fencegate/devices"
+)
+
+func init() { devices.Register("plugin", factory) }
+
+// factory opens a plugin device from its agent-config settings.
+func factory(device string, s devices.Settings, log *slog.Logger) (devices.Driver, error) {
+	var cfg Config
+	if err := s.Decode(&cfg); err != nil {
+		return nil, err
+	}
+	prefix := s.Path
+	if prefix == "" {
+		prefix = "settings"
+	}
+	if err := cfg.Validate(prefix); err != nil {
+		return nil, err
+	}
+	return Open(device, cfg, log)
+}
+
+// Host drives one device through a plugin process: it implements
+// devices.Driver and devices.AvailabilityReporter for the agent, with the
+// concurrency contract documented there. In addition Apply is safe to call
+// concurrently, and Describe, PID and Close at any time.
+//
+// A supervisor goroutine, owned by Host and stopped by Close, pings the
+// plugin every PingInterval and restarts it with backoff after it is lost.
+type Host struct {
+	device string
+	cfg    Config // defaults applied
+	log    *slog.Logger
+	launch func(context.Context) (*instance, error) // nil: cannot restart (attached)
+	caps   devices.Capabilities                     // from the first start; read-only after
+
+	mu        sync.Mutex // guards the fields below
+	cur       *instance  // the running plugin; nil while down or closed
+	handler   func(available bool, reason string)
+	available bool // as last reported to handler
+	closed    bool
+
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the supervisor has returned
+}
+
+var (
+	_ devices.Driver               = (*Host)(nil)
+	_ devices.AvailabilityReporter = (*Host)(nil)
+)
+
+// Open starts the plugin binary of cfg for device and returns once it has
+// answered Describe (within cfg.StartTimeout). log receives the plugin's
+// stderr and the host's own events; it may be nil.
+func Open(device string, cfg Config, log *slog.Logger) (*Host, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate("settings"); err != nil {
+		return nil, err
+	}
+	text, err := cfg.configText()
+	if err != nil {
+		return nil, err
+	}
+	h := newHost(device, cfg, log)
+	h.launch = func(ctx context.Context) (*instance, error) { return startProcess(ctx, device, cfg, text, h.log) }
+	return h.begin()
+}
+
+// Attach connects to a plugin that is already running (go-plugin's reattach
+// mode; see ServeTest) and drives device through it. An attached plugin is
+// not restarted: once lost, the device stays unavailable. Only cfg's
+// intervals are used.
+func Attach(device string, rc *plugin.ReattachConfig, cfg Config, log *slog.Logger) (*Host, error) {
+	h := newHost(device, cfg.WithDefaults(), log)
+	h.launch = func(ctx context.Context) (*instance, error) { return attach(ctx, rc) }
+	h, err := h.begin()
+	if h != nil {
+		h.launch = nil
+	}
+	return h, err
+}
+
+func newHost(device string, cfg Config, log *slog.Logger) *Host {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Host{device: device, cfg: cfg, log: log, available: true,
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// begin makes the first start and starts the supervisor.
+func (h *Host) begin() (*Host, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StartTimeout)
+	defer cancel()
+	inst, err := h.launch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plugins: device %s: start: %w", h.device, err)
+	}
+	h.caps = inst.drv.Describe()
+	h.cur = inst
+	go h.supervise(inst)
+	return h, nil
+}
+
+// Apply sends cmd to the plugin. While the plugin is down it fails with
+// device_unavailable (wrapping ErrNotRunning) without sending anything; if
+// the plugin is lost during the call it fails with in_doubt (wrapping
+// ErrPluginLost), marks the device unavailable and has the plugin restarted.
+func (h *Host) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
+	inst := h.current()
+	if inst == nil {
+		return nil, &devices.Error{Code: devices.CodeDeviceUnavailable,
+			Message: "plugin for device " + h.device + " is not running", Err: ErrNotRunning}
+	}
+	out, err := inst.drv.Apply(ctx, cmd)
+	if errors.Is(err, ErrPluginLost) {
+		h.lose(inst, err)
+	}
+	return out, err
+}
+
+// lose takes inst out of service after a failed call and wakes the
+// supervisor. The device is reported unavailable before lose returns.
+func (h *Host) lose(inst *instance, err error) {
+	h.mu.Lock()
+	if h.cur == inst {
+		h.cur = nil
+	}
+	h.mu.Unlock()
+	h.report(false, "plugin lost mid-command")
+	inst.markLost(err.Error())
+}
+
+func (h *Host) current() *instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cur
+}
+
+// Describe returns the capabilities the plugin described at its first
+// start; the caller may modify the returned map.
+func (h *Host) Describe() devices.Capabilities {
+	c := h.caps
+	c.Ops = maps.Clone(h.caps.Ops)
+	return c
+}
+
+// OnAvailability registers handler, called from the supervisor (or from an
+// Apply that lost the plugin) on every change: false when the plugin is
+// lost or reports its device unavailable, true when it is back.
+func (h *Host) OnAvailability(handler func(available bool, reason string)) {
+	h.mu.Lock()
+	h.handler = handler
+	h.mu.Unlock()
+}
+
+// PID is the running plugin process's id, 0 while down, closed or attached
+// in-process.
+func (h *Host) PID() int {
+	inst := h.current()
+	if inst == nil {
+		return 0
+	}
+	if rc := inst.client.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Close stops the supervisor and the plugin (gracefully, then killed after
+// go-plugin's grace period). Later applies fail device_unavailable. Safe to
+// call more than once.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	already := h.closed
+	h.closed = true
+	h.mu.Unlock()
+	if !already {
+		close(h.stop)
+	}
+	<-h.done
+	return nil
+}
+
+// report records availability and calls the handler if it changed.
+func (h *Host) report(available bool, reason string) {
+	h.mu.Lock()
+	changed := h.available != available
+	h.available = available
+	fn := h.handler
+	h.mu.Unlock()
+	if changed && fn != nil {
+		fn(available, reason)
+	}
+}
+
+// instance is one started plugin process (or attached plugin).
+type instance struct {
+	client  *plugin.Client
+	proto   plugin.ClientProtocol
+	drv     *grpcClient
+	started time.Time
+
+	lostOnce sync.Once
+	lost     chan struct{} // closed by markLost
+	why      string        // set before lost is closed
+}
+
+func (i *instance) markLost(why string) {
+	i.lostOnce.Do(func() {
+		i.why = why
+		close(i.lost)
+	})
+}
+
+// stop ends inst: a started process is shut down (killed after go-plugin's
+// grace period); an attached test-mode plugin only loses its connection
+// (its server stops with its ServeTest context: go-plugin races when both
+// a Shutdown call and the context stop it).
+func (i *instance) stop() {
+	if rc := i.client.ReattachConfig(); rc != nil && rc.Test {
+		if c, ok := i.proto.(*plugin.GRPCClient); ok {
+			_ = c.Conn.Close()
+		}
+		return
+	}
+	i.client.Kill()
+}
