@@ -144,4 +144,3 @@ func (h *Host) sleep(d time.Duration) bool {
 }
 
 func (h *Host) waitStop() { <-h.stop }
-
