@@ -38,7 +38,7 @@ func (c *Controller) acquire(ctx context.Context, name string, req Request) (Res
 		}
 		select {
 		case <-freed:
-		case <-c.clock.After(min(left, time.Duration(resp.ExpiresInMs)*time.Millisecond)):
+		case <-c.clock.After(c.nextLook(left, time.Duration(resp.ExpiresInMs)*time.Millisecond)):
 		case <-ctx.Done():
 			return resp, nil
 		}
@@ -47,6 +47,15 @@ func (c *Controller) acquire(ctx context.Context, name string, req Request) (Res
 		}
 	}
 	return resp, nil
+}
+
+// nextLook is how long a waiting acquire sleeps before it tries again: until
+// its wait ends or the lease expires, and with a Shared store at most poll.
+func (c *Controller) nextLook(left, expires time.Duration) time.Duration {
+	if c.poll > 0 {
+		return min(left, expires, c.poll)
+	}
+	return min(left, expires)
 }
 
 // tryAcquire makes one attempt and returns its response and a channel

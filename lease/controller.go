@@ -15,6 +15,14 @@ import (
 // DefaultMaxWaiters bounds concurrent waiting acquires when Config leaves it 0.
 const DefaultMaxWaiters = 1024
 
+// With a Shared store: how often a waiting acquire re-reads the domain (a
+// release on another replica wakes no local waiter), and how often an
+// operation that lost a compare-and-put race is retried.
+const (
+	SharedPoll         = 250 * time.Millisecond
+	MaxConflictRetries = 8
+)
+
 // Config configures a Controller. Store and Signer are required; zero
 // values of the other fields mean defaults.
 type Config struct {
@@ -65,6 +73,8 @@ type Controller struct {
 	epoch   uint64
 	started time.Time     // leases found in the store run from here
 	waiters chan struct{} // semaphore of waiting acquires
+	shared  bool          // the store is Shared: re-read records, store renewals
+	poll    time.Duration // how often a waiting acquire re-reads a shared record; 0: never
 
 	mu      sync.Mutex // guards domains
 	domains map[string]*domain
@@ -88,11 +98,15 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new controller: %w", err)
 	}
-	return &Controller{
+	c := &Controller{
 		store: cfg.Store, signer: cfg.Signer, keys: keys, trusted: trusted, clock: cfg.Clock, log: cfg.Logger,
 		obs: cfg.Observer, onGrant: cfg.OnGrant, epoch: epoch, started: cfg.Clock.Now(),
 		waiters: make(chan struct{}, cfg.MaxWaiters), domains: make(map[string]*domain),
-	}, nil
+	}
+	if isShared(cfg.Store) {
+		c.shared, c.poll = true, SharedPoll
+	}
+	return c, nil
 }
 
 func (cfg Config) withDefaults() Config {
@@ -137,6 +151,31 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 	if err := req.Validate(op); err != nil {
 		return BadRequest(err)
 	}
+	resp, err := c.run(ctx, op, domain, req)
+	if errors.Is(err, ErrBadRequest) {
+		return BadRequest(err)
+	}
+	if err != nil {
+		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)
+		return Response{Code: CodeInternal, Message: "internal error"}
+	}
+	return resp
+}
+
+// run runs op, again against the fresh record after losing a
+// compare-and-put race (only a Shared store's replicas race), at most
+// MaxConflictRetries times more. A waiting acquire that lost a race waits
+// anew.
+func (c *Controller) run(ctx context.Context, op Op, domain string, req Request) (Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.runOnce(ctx, op, domain, req)
+		if !errors.Is(err, ErrConflict) || attempt >= MaxConflictRetries {
+			return resp, err
+		}
+	}
+}
+
+func (c *Controller) runOnce(ctx context.Context, op Op, domain string, req Request) (Response, error) {
 	var resp Response
 	var err error
 	switch op {
@@ -149,14 +188,7 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 	default:
 		resp, err = c.get(ctx, domain)
 	}
-	if errors.Is(err, ErrBadRequest) {
-		return BadRequest(err)
-	}
-	if err != nil {
-		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)
-		return Response{Code: CodeInternal, Message: "internal error"}
-	}
-	return resp
+	return resp, err
 }
 
 // BadRequest is the response to a request rejected with err.

@@ -42,7 +42,7 @@ func (c *Controller) domain(name string) *domain {
 func (c *Controller) lock(ctx context.Context, name string) (*domain, error) {
 	d := c.domain(name)
 	d.mu.Lock()
-	if d.loaded {
+	if d.loaded && !c.shared {
 		return d, nil
 	}
 	rec, err := c.store.Load(ctx, name)
@@ -50,12 +50,35 @@ func (c *Controller) lock(ctx context.Context, name string) (*domain, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
+	if c.shared {
+		c.observe(d, rec)
+		return d, nil
+	}
 	d.loaded = true
 	d.rec = rec
 	if rec.Lease != nil {
 		d.setDeadline(c.started.Add(msDuration(rec.Lease.TTLms)))
 	}
 	return d, nil
+}
+
+// observe takes rec, just read from a Shared store, as d's record; d.mu is
+// held. A record version not seen before starts its lease's full TTL now:
+// it was written before this read, so no holder expects it to last longer.
+// A version already seen keeps its count. A lease gone (released on another
+// replica) wakes the waiting acquires.
+func (c *Controller) observe(d *domain, rec Record) {
+	d.loaded = true
+	if rec.Version == d.rec.Version {
+		return
+	}
+	d.rec = rec
+	switch {
+	case rec.Lease != nil:
+		d.setDeadline(c.clock.Now().Add(msDuration(rec.Lease.TTLms)))
+	case d.until.Load() != 0:
+		d.free()
+	}
 }
 
 // commit writes next as d's record; d.mu must be held. On success d.rec is

@@ -25,9 +25,14 @@ func (c *Controller) renew(ctx context.Context, name string, req Request) (Respo
 	}
 	l := d.rec.Lease
 	ttl := l.TTLms
-	if req.TTLms != 0 && req.TTLms != ttl {
-		// A restart honours the stored TTL, so a changed one is stored first.
+	changed := req.TTLms != 0 && req.TTLms != ttl
+	if changed {
 		ttl = req.TTLms
+	}
+	if changed || c.shared {
+		// A restart honours the stored TTL, so a changed one is stored
+		// first; on a Shared store every renewal is stored, so the other
+		// replicas restart their count.
 		next := d.rec.clone()
 		next.Lease.TTLms = ttl
 		if err := c.commit(ctx, name, d, next); err != nil {

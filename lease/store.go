@@ -85,3 +85,35 @@ func (r Record) findRequest(id string) (RequestRecord, bool) {
 	}
 	return RequestRecord{}, false
 }
+
+// Shared is implemented by a Store that several controllers use at once
+// (etcd): every replica must see what the others wrote. With a Shared
+// store the controller
+//
+//   - re-reads a domain's record (linearizably) at the start of every
+//     operation, so a replica's answer reflects the other replicas' grants,
+//     renewals and releases;
+//   - counts a lease from the moment it first read that record version on
+//     its own monotonic clock: the write happened before that read, so the
+//     lease never expires on a replica before its holder (counting from its
+//     request) expects it to; no wall clocks are compared;
+//   - stores every renewal (a new record version), so the other replicas
+//     restart their count too;
+//   - retries an operation that lost a compare-and-put race (ErrConflict)
+//     against the fresh record, a bounded number of times.
+//
+// Put's compare on the record version is what makes replicas safe: a
+// replica acting on an outdated view (a grant after an expiry that a
+// renewal elsewhere cancelled) conflicts and writes nothing.
+type Shared interface {
+	Store
+	// Shared reports whether the store is shared; a Store whose Shared
+	// returns false is treated like one that does not implement Shared.
+	Shared() bool
+}
+
+// isShared reports whether s is a Shared store.
+func isShared(s Store) bool {
+	sh, ok := s.(Shared)
+	return ok && sh.Shared()
+}

@@ -24,6 +24,13 @@ func MustController(t testing.TB, cfg lease.Config) (*lease.Controller, *boltsto
 			t.Error(err)
 		}
 	})
+	c, keys := MustControllerOn(t, cfg, st)
+	return c, st, keys
+}
+
+// MustSigner returns a signer with a fresh key and a key ring trusting it.
+func MustSigner(t testing.TB) (*fence.Signer, *fence.KeyRing) {
+	t.Helper()
 	priv, err := fence.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -32,16 +39,31 @@ func MustController(t testing.TB, cfg lease.Config) (*lease.Controller, *boltsto
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Signer = st, signer
-	c, err := lease.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys, err := fence.NewKeyRing(0, signer.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, st, keys
+	return signer, keys
+}
+
+// MustControllerOn returns a controller on st (which the caller closes)
+// with a fresh key, and a key ring trusting it. cfg.Signer, if set, is
+// kept (several replicas share one key).
+func MustControllerOn(t testing.TB, cfg lease.Config, st lease.Store) (*lease.Controller, *fence.KeyRing) {
+	t.Helper()
+	if cfg.Signer == nil {
+		cfg.Signer, _ = MustSigner(t)
+	}
+	keys, err := fence.NewKeyRing(0, cfg.Signer.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store = st
+	c, err := lease.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, keys
 }
 
 // Direct is a Client calling the controller in-process.
