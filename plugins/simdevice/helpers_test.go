@@ -1,0 +1,151 @@
+package simdevice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/devices"
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/plugins"
+)
+
+func tok(seq uint64) fence.Token {
+	return fence.Token{Domain: "plant", Epoch: 1, Seq: seq, Holder: "sup", TTLms: 60000}
+}
+
+func command(id, op, args string, seq uint64) devices.Command {
+	c := devices.Command{ID: id, Op: op, Token: tok(seq)}
+	if args != "" {
+		c.Args = json.RawMessage(args)
+	}
+	return c
+}
+
+// child is a Config running this test binary as the simdevice plugin,
+// with its apply log, fence file and pid file in dir.
+func child(t *testing.T, dir, extra string) plugins.Config {
+	t.Helper()
+	doc := fmt.Sprintf("device: {log: %s, fence_file: %s}\npid_file: %s\n%s",
+		filepath.Join(dir, "apply.log"), filepath.Join(dir, "fence"), filepath.Join(dir, "pid"), extra)
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatal(err)
+	}
+	return plugins.Config{Path: os.Args[0], Config: *n.Content[0], PingInterval: 50 * time.Millisecond,
+		RestartBackoff: 50 * time.Millisecond, RestartBackoffMax: time.Second}
+}
+
+func readPID(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func codeOf(err error) devices.Code {
+	var e *devices.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// recorder is a slog handler keeping every record with its attributes.
+type recorder struct {
+	mu   *sync.Mutex
+	recs *[]map[string]string
+	with []slog.Attr
+}
+
+func newRecorder() *recorder { return &recorder{mu: &sync.Mutex{}, recs: &[]map[string]string{}} }
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	m := map[string]string{"msg": rec.Message, "level": rec.Level.String()}
+	for _, a := range r.with {
+		m[a.Key] = a.Value.String()
+	}
+	rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	r.mu.Lock()
+	*r.recs = append(*r.recs, m)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
+	return &recorder{mu: r.mu, recs: r.recs, with: append(append([]slog.Attr{}, r.with...), as...)}
+}
+
+func (r *recorder) WithGroup(string) slog.Handler { return r }
+
+// waitFor waits until a record matches every key/value of want.
+func (r *recorder) waitFor(t *testing.T, want map[string]string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := r.match(want); m != nil {
+			return m
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no log record matching %v", want)
+	return nil
+}
+
+func (r *recorder) match(want map[string]string) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range *r.recs {
+		ok := true
+		for k, v := range want {
+			if m[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return m
+		}
+	}
+	return nil
+}
+
+// availability collects a Host's availability reports.
+type availability chan bool
+
+func watch(h *plugins.Host) availability {
+	a := make(availability, 64)
+	h.OnAvailability(func(ok bool, _ string) { a <- ok })
+	return a
+}
+
+func (a availability) want(t *testing.T, ok bool) {
+	t.Helper()
+	select {
+	case got := <-a:
+		if got != ok {
+			t.Fatalf("availability report %v, want %v", got, ok)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no availability report (want %v)", ok)
+	}
+}
