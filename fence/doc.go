@@ -17,5 +17,6 @@
 // successful verifications so a stream of commands under one lease pays for
 // one signature check.
 //
-// The package imports nothing else of fencegate.
+// The package imports nothing else of fencegate but the leaf file utility
+// internal/atomicfile.
 package fence

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/fencegate/fencegate/internal/atomicfile"
 )
 
 // PEM block types of key files: PKCS#8 private keys and PKIX public keys, as
@@ -96,69 +98,10 @@ func readPEM(path, wantType string) ([]byte, error) {
 	return block.Bytes, nil
 }
 
-// writePEM writes one PEM block to path through a temporary file in the same
-// directory: write, fsync, then rename over path (or, without overwrite, link
-// to path, which fails atomically if path exists), then fsync the directory.
+// writePEM writes one PEM block to path atomically (see internal/atomicfile).
 func writePEM(path, blockType string, der []byte, mode os.FileMode, overwrite bool) error {
 	data := pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der})
-	return writeFileAtomic(path, data, mode, overwrite)
-}
-
-// writeFileAtomic puts data at path with mode so that a crash leaves either
-// the old file or the new one. Without overwrite an existing path is an
-// error wrapping os.ErrExist, decided atomically by link(2).
-func writeFileAtomic(path string, data []byte, mode os.FileMode, overwrite bool) error {
-	tmp, err := writeTemp(path, data, mode)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if overwrite {
-		err = os.Rename(tmp, path)
-	} else {
-		err = os.Link(tmp, path)
-		os.Remove(tmp)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// writeTemp writes data to a new fsynced temporary file beside path and
-// returns its name.
-func writeTemp(path string, data []byte, mode os.FileMode) (name string, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(mode); err != nil {
-		return "", err
-	}
-	if _, err := f.Write(data); err != nil {
-		return "", err
-	}
-	return f.Name(), f.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, mode, overwrite)
 }
 
 // Key pair file names written by WriteKeyPair.

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/atomicfile"
 )
 
 // fences is a device's highest applied token per domain.
@@ -64,52 +64,14 @@ func loadFences(path string) (fences, error) {
 }
 
 // store replaces the fence file at path with fm so that a crash leaves
-// either the old file or the new one: temp file, fsync, rename, fsync dir.
+// either the old file or the new one.
 func (fm fences) store(path string) error {
 	data, err := json.Marshal(fm)
 	if err != nil {
 		return fmt.Errorf("write fence file: %w", err)
 	}
-	tmp, err := writeTemp(path, data)
-	if err != nil {
-		return fmt.Errorf("write fence file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write fence file: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// writeTemp writes data to a new fsynced temporary file beside path and
-// returns its name; on error it leaves no file behind.
-func writeTemp(path string, data []byte) (name string, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return "", err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return "", err
-	}
-	return f.Name(), f.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+	if err := atomicfile.WriteFile(path, data, 0o600, true); err != nil {
+		return fmt.Errorf("fence file: %w", err)
 	}
 	return nil
 }
