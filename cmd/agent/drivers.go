@@ -3,5 +3,7 @@ package main
 // The drivers this agent binary can open, by their registered names. Each
 // import registers its driver from an init function.
 import (
-	_ "github.com/fencegate/fencegate/devices/sim" // "sim": simulated token-aware device
+	_ "github.com/fencegate/fencegate/devices/mqttrelay" // "mqttrelay": MQTT-attached controllers
+	_ "github.com/fencegate/fencegate/devices/sim"       // "sim": simulated token-aware device
+	_ "github.com/fencegate/fencegate/plugins"           // "plugin": driver plugin processes
 )
