@@ -48,6 +48,12 @@ type Config struct {
 	// MaxInFlight bounds requests being handled at once (waiting acquires
 	// included). Default 4096.
 	MaxInFlight int
+	// ShareGroup, if set, subscribes to the requests through the MQTT
+	// shared subscription $share/{ShareGroup}/{prefix}/leases/+/+, so that
+	// the broker hands each request to one of the controller replicas in
+	// the group instead of to all of them (mochi and Mosquitto support it
+	// for MQTT 3.1.1 clients). Replicas need distinct client ids.
+	ShareGroup string
 }
 
 // Server is the MQTT front of a lease controller. Create it with New, hand
@@ -87,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if strings.ContainsAny(cfg.ShareGroup, "/+#$\x00") {
+		return nil, fmt.Errorf("%w: share group %q has a character of / + # $ NUL", lease.ErrConfig, cfg.ShareGroup)
 	}
 	if cfg.MQTT.ClientID == "" {
 		cfg.MQTT.ClientID = "fencegate-controller"
@@ -139,7 +148,7 @@ func (s *Server) Close() {
 // (again) and republish the newest grants, which a restarted broker lost.
 func (s *Server) onConnect(c paho.Client) {
 	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
-	tok := c.Subscribe(s.cfg.Topics.AllLeaseOps(), 1, s.receive)
+	tok := c.Subscribe(s.requestFilter(), 1, s.receive)
 	go func() { // waiting here would block paho's connection handling
 		if err := mqtt.Wait(tok, publishTimeout); err != nil {
 			s.log.Error("subscribe failed", "err", err)
@@ -148,6 +157,15 @@ func (s *Server) onConnect(c paho.Client) {
 		s.subscribed.Store(true)
 	}()
 	s.pub.republishAll()
+}
+
+// requestFilter is the subscription of lease requests: shared by the
+// replicas of ShareGroup if set.
+func (s *Server) requestFilter() string {
+	if s.cfg.ShareGroup != "" {
+		return "$share/" + s.cfg.ShareGroup + "/" + s.cfg.Topics.AllLeaseOps()
+	}
+	return s.cfg.Topics.AllLeaseOps()
 }
 
 // receive is the paho callback: it only queues.
