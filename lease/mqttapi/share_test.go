@@ -32,7 +32,7 @@ func TestShareGroup(t *testing.T) {
 	var handlers [2]counting
 	var servers [2]*mqttapi.Server
 	for i := range servers {
-		srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "replica" + string(rune('a'+i))}, })
+		srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "replica" + string(rune('a'+i))}, ShareGroup: "controllers"})
 		if err != nil {
 			t.Fatal(err)
 		}
