@@ -132,11 +132,16 @@ func (d *device) setFence(tok fence.Token, raised bool) {
 }
 
 // setLast records the latest result; a device_unavailable result marks the
-// device unavailable and any other result from the driver available again.
+// device unavailable and any other result from the driver available again,
+// except in_doubt: a driver that lost the device mid-command reports when
+// it is back (AvailabilityReporter).
 func (d *device) setLast(r mqtt.Result) {
 	d.mu.Lock()
 	d.last = &r
 	d.mu.Unlock()
+	if r.Code == mqtt.CodeInDoubt {
+		return
+	}
 	d.setAvailable(r.Code != mqtt.CodeDeviceUnavailable, r.Message)
 }
 
