@@ -93,7 +93,7 @@ func (c *connection) onLost(_ paho.Client, err error) {
 func (c *connection) commandHandler(d *device) paho.MessageHandler {
 	return func(_ paho.Client, m paho.Message) {
 		if !c.intake.Load() {
-			return // shutting down: left unacked, redelivered to the next run
+			return // shutting down: not taken; the sender's retry (same id) reaches the next run
 		}
 		if m.Retained() {
 			c.log.Warn("ignoring a retained command; commands must not be retained", "device", d.id)

@@ -32,7 +32,8 @@ func (d *device) decide(in inbound) {
 	dec, err := d.env.store.Accept(context.Background(), persist.Command{Device: d.id, ID: p.cmd.ID, Token: p.tok,
 		ReapplyInDoubt: d.caps.Ops[p.cmd.Op].Idempotent})
 	if err != nil {
-		// Not journaled, not acknowledged: the broker redelivers after a restart.
+		// Not journaled, not acknowledged: the sender's retry (same id) is
+		// decided by the restarted agent.
 		d.answer(p.replyTo, d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.CodeInternal, "fence store unavailable"))
 		d.env.fatal(err)
 		return

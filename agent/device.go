@@ -95,7 +95,7 @@ func (d *device) decideLoop(stop <-chan struct{}) {
 }
 
 // drainInbox decides what was queued before the stop; later arrivals stay
-// unacknowledged and the broker redelivers them to the next run.
+// unacknowledged and unanswered; senders retry them with the same id.
 func (d *device) drainInbox() {
 	for {
 		select {
