@@ -10,14 +10,35 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fencegate/fencegate/lease/etcdstore"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
+
+// Lease stores the controller can run on.
+const (
+	storeBolt = "bbolt"
+	storeEtcd = "etcd"
+)
+
+// defaultShareGroup is the MQTT share group of replicas on an etcd store.
+const defaultShareGroup = "fencegate-controllers"
 
 // Config is the controller's configuration: the YAML file (--config) with
 // flags on top. Zero values mean defaults.
 type Config struct {
-	// DataDir holds the lease store, leases.db. Required.
+	// Store is the lease store: "bbolt" (default: one controller process,
+	// DataDir/leases.db) or "etcd" (several replicas on one etcd cluster,
+	// see Etcd).
+	Store string `yaml:"store"`
+	// DataDir holds the bbolt lease store, leases.db. Required with bbolt.
 	DataDir string `yaml:"data_dir"`
+	// Etcd is the etcd cluster of the etcd store.
+	Etcd etcdstore.Config `yaml:"etcd"`
+	// MQTTShareGroup is the MQTT shared-subscription group through which
+	// replicas take lease requests, one replica per request. Default with
+	// the etcd store "fencegate-controllers"; empty with bbolt (one
+	// controller subscribes plainly).
+	MQTTShareGroup string `yaml:"mqtt_share_group"`
 	// Key is the Ed25519 private key (PKCS#8 PEM). Required.
 	Key string `yaml:"key"`
 	// GenerateKey creates Key (and Key's .pub) if it does not exist.
@@ -54,6 +75,12 @@ func loadConfigFile(path string) (Config, error) {
 // Validate checks the configuration; errors name the key and the value.
 func (c Config) Validate() error {
 	switch {
+	case c.Store != "" && c.Store != storeBolt && c.Store != storeEtcd:
+		return fmt.Errorf("store (--store): %q is not bbolt or etcd", c.Store)
+	case c.Store == storeEtcd:
+		if err := c.Etcd.Validate("etcd"); err != nil {
+			return err
+		}
 	case c.DataDir == "":
 		return errors.New("data_dir (--data-dir) is required")
 	case c.Key == "":
@@ -65,6 +92,23 @@ func (c Config) Validate() error {
 		return err
 	}
 	return c.MQTT.Validate("mqtt")
+}
+
+// withStoreDefaults fills in what the etcd store implies: a share group
+// and an MQTT client id unique to this process (replicas must not take
+// each other's broker session).
+func (c Config) withStoreDefaults() Config {
+	if c.Store != storeEtcd {
+		return c
+	}
+	if c.MQTTShareGroup == "" {
+		c.MQTTShareGroup = defaultShareGroup
+	}
+	if c.MQTT.ClientID == "" {
+		host, _ := os.Hostname()
+		c.MQTT.ClientID = fmt.Sprintf("fencegate-controller-%s-%d", host, os.Getpid())
+	}
+	return c
 }
 
 func (c Config) level() (slog.Level, error) {

@@ -4,6 +4,8 @@
 //	controller --data-dir DIR --key FILE [--mqtt URL | --embedded-broker ADDR] [--http ADDR]
 //	controller keygen [--dir DIR] [--force]
 //	controller epoch-bump --data-dir DIR
+//	controller --store etcd --etcd-endpoints URL,... --key FILE [...]
+//	controller epoch-bump --store etcd --etcd-endpoints URL,...
 package main
 
 import (
@@ -50,6 +52,9 @@ func run(ctx context.Context, cmd command, stderr io.Writer) error {
 	case "keygen":
 		return keygen(cmd.dir, cmd.over, stderr)
 	case "epoch-bump":
+		if cmd.cfg.Store == storeEtcd {
+			return epochBumpEtcd(ctx, cmd.cfg.Etcd, stderr)
+		}
 		return epochBump(cmd.dir, stderr)
 	}
 	return serve(ctx, cmd.cfg, stderr)
@@ -83,11 +88,18 @@ func parseEpochBump(args []string, stderr io.Writer) (command, error) {
 	fs := flag.NewFlagSet("epoch-bump", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cmd := command{name: "epoch-bump"}
-	fs.StringVar(&cmd.dir, "data-dir", "", "the stopped controller's data directory (required)")
+	fs.StringVar(&cmd.dir, "data-dir", "", "the stopped controller's data directory (required with bbolt)")
+	fs.StringVar(&cmd.cfg.Store, "store", storeBolt, "lease store: bbolt or etcd")
+	etcdFlags(fs, &cmd.cfg)
 	if err := parseAll(fs, args); err != nil {
 		return cmd, err
 	}
-	if cmd.dir == "" {
+	switch {
+	case cmd.cfg.Store == storeEtcd:
+		return cmd, cmd.cfg.Etcd.Validate("epoch-bump: etcd")
+	case cmd.cfg.Store != storeBolt:
+		return cmd, fmt.Errorf("epoch-bump: --store %q is not bbolt or etcd", cmd.cfg.Store)
+	case cmd.dir == "":
 		return cmd, errors.New("epoch-bump: --data-dir is required")
 	}
 	return cmd, nil
@@ -99,7 +111,10 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 	fs.SetOutput(stderr)
 	var flags Config
 	configFile := fs.String("config", "", "YAML config file (optional; flags override it)")
-	fs.StringVar(&flags.DataDir, "data-dir", "", "directory of the lease store (required)")
+	fs.StringVar(&flags.Store, "store", "", "lease store: bbolt (default) or etcd")
+	fs.StringVar(&flags.DataDir, "data-dir", "", "directory of the bbolt lease store (required with bbolt)")
+	etcdFlags(fs, &flags)
+	fs.StringVar(&flags.MQTTShareGroup, "mqtt-share-group", "", "MQTT shared-subscription group of the replicas (default with etcd: fencegate-controllers)")
 	fs.StringVar(&flags.Key, "key", "", "Ed25519 private key, PKCS#8 PEM (required)")
 	fs.BoolVar(&flags.GenerateKey, "generate-key", false, "create --key (and its .pub) if it does not exist")
 	fs.StringVar(&flags.HTTP, "http", "", "HTTP listen address, e.g. 127.0.0.1:8480")
@@ -124,6 +139,7 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 		}
 	}
 	fs.Visit(func(f *flag.Flag) { overlay(&cfg, flags, f.Name) })
+	cfg = cfg.withStoreDefaults()
 	return command{name: "serve", cfg: cfg}, cfg.Validate()
 }
 
@@ -132,20 +148,23 @@ func overlay(cfg *Config, flags Config, name string) {
 	set := map[string]func(){
 		"data-dir": func() { cfg.DataDir = flags.DataDir }, "key": func() { cfg.Key = flags.Key },
 		"generate-key": func() { cfg.GenerateKey = flags.GenerateKey }, "http": func() { cfg.HTTP = flags.HTTP },
-		"embedded-broker": func() { cfg.EmbeddedBroker = flags.EmbeddedBroker },
-		"mqtt":            func() { cfg.MQTT.Broker = flags.MQTT.Broker },
-		"mqtt-client-id":  func() { cfg.MQTT.ClientID = flags.MQTT.ClientID },
-		"mqtt-username":   func() { cfg.MQTT.Username = flags.MQTT.Username },
-		"mqtt-password":   func() { cfg.MQTT.Password = flags.MQTT.Password },
-		"mqtt-ca":         func() { cfg.MQTT.TLS.CA = flags.MQTT.TLS.CA },
-		"mqtt-cert":       func() { cfg.MQTT.TLS.Cert = flags.MQTT.TLS.Cert },
-		"mqtt-key":        func() { cfg.MQTT.TLS.Key = flags.MQTT.TLS.Key },
-		"topic-prefix":    func() { cfg.TopicPrefix = flags.TopicPrefix },
-		"log-level":       func() { cfg.LogLevel = flags.LogLevel },
+		"embedded-broker":  func() { cfg.EmbeddedBroker = flags.EmbeddedBroker },
+		"mqtt":             func() { cfg.MQTT.Broker = flags.MQTT.Broker },
+		"mqtt-client-id":   func() { cfg.MQTT.ClientID = flags.MQTT.ClientID },
+		"mqtt-username":    func() { cfg.MQTT.Username = flags.MQTT.Username },
+		"mqtt-password":    func() { cfg.MQTT.Password = flags.MQTT.Password },
+		"mqtt-ca":          func() { cfg.MQTT.TLS.CA = flags.MQTT.TLS.CA },
+		"mqtt-cert":        func() { cfg.MQTT.TLS.Cert = flags.MQTT.TLS.Cert },
+		"mqtt-key":         func() { cfg.MQTT.TLS.Key = flags.MQTT.TLS.Key },
+		"topic-prefix":     func() { cfg.TopicPrefix = flags.TopicPrefix },
+		"log-level":        func() { cfg.LogLevel = flags.LogLevel },
+		"store":            func() { cfg.Store = flags.Store },
+		"mqtt-share-group": func() { cfg.MQTTShareGroup = flags.MQTTShareGroup },
 	}
 	if f, ok := set[name]; ok {
 		f()
 	}
+	overlayEtcd(&cfg.Etcd, flags.Etcd, name)
 }
 
 func parseAll(fs *flag.FlagSet, args []string) error {

@@ -31,13 +31,14 @@ const (
 
 // components are what serve started; close stops them in reverse order.
 type components struct {
-	log    *slog.Logger
-	store  *boltstore.Store
-	broker *mqtt.Embedded
-	mqtt   *mqttapi.Server
-	http   *http.Server
-	httpLn net.Listener
-	closed []func()
+	log      *slog.Logger
+	store    lease.Store
+	storeErr func() error // nil, or why the store stopped working
+	broker   *mqtt.Embedded
+	mqtt     *mqttapi.Server
+	http     *http.Server
+	httpLn   net.Listener
+	closed   []func()
 }
 
 // serve runs the controller until ctx is cancelled (a clean exit) or the
@@ -50,8 +51,15 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err := c.start(ctx, cfg); err != nil {
 		return err
 	}
-	log.Info("controller running", "epoch", mustEpoch(ctx, c.store), "data_dir", cfg.DataDir)
+	log.Info("controller running", "epoch", mustEpoch(ctx, c.store), "store", cmpOr(cfg.Store, storeBolt))
 	return c.wait(ctx)
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func mustEpoch(ctx context.Context, s lease.Store) uint64 {
@@ -68,7 +76,7 @@ func (c *components) start(ctx context.Context, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var m *metrics.Metrics
-	if err := c.openStore(cfg, func(ops int, took time.Duration) { m.ObserveCommit(ops, took) }); err != nil {
+	if err := c.openStore(ctx, cfg, func(ops int, took time.Duration) { m.ObserveCommit(ops, took) }); err != nil {
 		return err
 	}
 	if err := c.startMQTT(cfg); err != nil {
@@ -84,7 +92,10 @@ func (c *components) start(ctx context.Context, cfg Config) error {
 	return c.startHTTP(cfg, ctrl, reg)
 }
 
-func (c *components) openStore(cfg Config, onCommit func(int, time.Duration)) error {
+func (c *components) openStore(ctx context.Context, cfg Config, onCommit func(int, time.Duration)) error {
+	if cfg.Store == storeEtcd {
+		return c.openEtcd(ctx, cfg)
+	}
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return err
 	}
@@ -92,7 +103,7 @@ func (c *components) openStore(cfg Config, onCommit func(int, time.Duration)) er
 	if err != nil {
 		return err
 	}
-	c.store = s
+	c.store, c.storeErr = s, s.Err
 	c.onClose(func() {
 		if err := s.Close(); err != nil {
 			c.log.Error("close store", "err", err)
@@ -134,7 +145,8 @@ func (c *components) startMQTT(cfg Config) error {
 	if cfg.MQTT.Broker == "" {
 		return nil
 	}
-	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT, Topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log})
+	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT, Topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log,
+		ShareGroup: cfg.MQTTShareGroup})
 	if err != nil {
 		return err
 	}
@@ -161,7 +173,7 @@ func (c *components) startHTTP(cfg Config, ctrl *lease.Controller, reg *promethe
 
 // ready is /readyz: the store works and the broker is connected.
 func (c *components) ready() error {
-	if err := c.store.Err(); err != nil {
+	if err := c.storeErr(); err != nil {
 		return err
 	}
 	if c.mqtt != nil && !c.mqtt.Ready() {
@@ -188,7 +200,7 @@ func (c *components) wait(ctx context.Context) error {
 			httpErr <- err // for stopHTTP
 			return fmt.Errorf("http: %w", err)
 		case <-tick.C:
-			if err := c.store.Err(); err != nil {
+			if err := c.storeErr(); err != nil {
 				return fmt.Errorf("lease store failed: %w", err)
 			}
 		}
