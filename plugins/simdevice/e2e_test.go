@@ -111,7 +111,7 @@ func startAgent(t *testing.T, broker, user, password string) *e2e {
 				Settings: node(t, relaySettings("plant/relays/plug1", user, password))},
 		},
 	}
-	e.sup = newSupervisor(t, broker, user, password)
+	e.sup = newSupervisor(t, broker, user)
 	online := e.sup.watch(t, "fencegate/v1/agents/gw1/status")
 	a, err := agent.New(cfg.WithDefaults(), slog.New(e.rec))
 	if err != nil {
@@ -207,13 +207,15 @@ type supervisor struct {
 	results map[string]chan mqtt.Result
 }
 
-// newSupervisor connects supervisor "sup-a"; user and password are the
-// agent's credentials, if any, and select the supervisor's ("sup-a").
-func newSupervisor(t *testing.T, broker, user, password string) *supervisor {
+// newSupervisor connects supervisor "sup-a"; with agentUser set (a broker
+// with passwords) it logs in as sup-a with deploy/mosquitto's example
+// password.
+func newSupervisor(t *testing.T, broker, agentUser string) *supervisor {
 	t.Helper()
 	s := &supervisor{results: map[string]chan mqtt.Result{}}
-	if user != "" {
-		user = "sup-a"
+	user, password := "", ""
+	if agentUser != "" {
+		user, password = "sup-a", "sup-a-example"
 	}
 	ready := make(chan error, 1)
 	opts, err := mqtt.Config{Broker: broker, ClientID: "sup-a", Username: user, Password: password}.ClientOptions(func(c paho.Client) {

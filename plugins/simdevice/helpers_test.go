@@ -149,3 +149,22 @@ func (a availability) want(t *testing.T, ok bool) {
 		t.Fatalf("no availability report (want %v)", ok)
 	}
 }
+
+// lockedBuffer collects a child's output; safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
