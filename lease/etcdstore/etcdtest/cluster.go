@@ -193,3 +193,24 @@ func (c *Cluster) Snapshot(ctx context.Context, cli *clientv3.Client, dir string
 	}
 	return path
 }
+
+// running returns the indexes of the running members.
+func (c *Cluster) running() []int {
+	var idx []int
+	for i, m := range c.members {
+		if m.running() != nil {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// restartStopped restarts every stopped member.
+func (c *Cluster) restartStopped() {
+	c.t.Helper()
+	for i, m := range c.members {
+		if m.running() == nil {
+			c.Restart(i)
+		}
+	}
+}
