@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/fencegate/fencegate/transport/serial"
+)
+
+// wire is the firmware's end of the line.
+type wire interface {
+	io.ReadWriteCloser
+	Node() string
+}
+
+// ptyWire is a pseudo-terminal: the firmware holds the master (and keeps
+// the slave open so that reads do not fail while no agent is attached).
+type ptyWire struct {
+	master, slave *os.File
+}
+
+// openPTY creates a raw pseudo-terminal and points link at its slave.
+func openPTY(link string) (*ptyWire, error) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open pseudo-terminal: %w", err)
+	}
+	if master, err = pollable(master); err != nil {
+		slave.Close()
+		return nil, err
+	}
+	w := &ptyWire{master: master, slave: slave}
+	if err := makeRaw(slave); err != nil {
+		w.Close()
+		return nil, err
+	}
+	if err := repoint(link, slave.Name()); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// pollable returns f as a non-blocking, poller-registered file, so that
+// Close interrupts a Read blocked in another goroutine (pty.Open leaves the
+// master in blocking mode, where it would not).
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("dup pty master: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pty master: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+func makeRaw(f *os.File) error {
+	fd := int(f.Fd())
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return fmt.Errorf("raw mode: %w", err)
+	}
+	t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	t.Oflag &^= unix.OPOST
+	t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	t.Cflag = t.Cflag&^(unix.CSIZE|unix.PARENB) | unix.CS8
+	return unix.IoctlSetTermios(fd, unix.TCSETS, t)
+}
+
+// repoint makes link a symlink to target, atomically.
+func repoint(link, target string) error {
+	tmp := link + ".new"
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, link)
+}
+
+func (w *ptyWire) Read(b []byte) (int, error)  { return w.master.Read(b) }
+func (w *ptyWire) Write(b []byte) (int, error) { return w.master.Write(b) }
+func (w *ptyWire) Node() string                { return w.slave.Name() }
+
+func (w *ptyWire) Close() error {
+	w.slave.Close()
+	return w.master.Close()
+}
+
+// portWire is a real serial port (the other end of a cable to the agent).
+type portWire struct{ p *serial.Port }
+
+func openPort(path string, baud int) (*portWire, error) {
+	p, err := serial.OpenPort(serial.Config{Path: path, Baud: baud})
+	if err != nil {
+		return nil, err
+	}
+	return &portWire{p: p}, nil
+}
+
+// Read blocks until bytes arrive or the port fails.
+func (w *portWire) Read(b []byte) (int, error) {
+	for {
+		n, err := w.p.Read(b)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+func (w *portWire) Write(b []byte) (int, error) {
+	if err := w.p.Write(b, time.Now().Add(2*time.Second)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func (w *portWire) Node() string { return w.p.Path() }
+func (w *portWire) Close() error { return w.p.Close() }
