@@ -19,5 +19,6 @@
 // for its full TTL counted from the start: wall clocks are not trusted.
 //
 // The Controller is transport-neutral; lease/mqttapi and lease/httpapi
-// serve it over MQTT and HTTP, lease/boltstore stores it in bbolt.
+// serve it over MQTT and HTTP, lease/boltstore stores it in bbolt and
+// lease/etcdstore in etcd for several replicas (see Shared).
 package lease
