@@ -115,19 +115,30 @@ const (
 // overwrite an existing controller.key is an error wrapping os.ErrExist and
 // nothing is written.
 func WriteKeyPair(dir string, overwrite bool) (KeyID, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return KeyID{}, fmt.Errorf("key directory: %w", err)
-	}
-	priv, err := GenerateKey()
+	priv, err := WriteKeyFiles(filepath.Join(dir, PrivateKeyFile), filepath.Join(dir, PublicKeyFile), overwrite)
 	if err != nil {
 		return KeyID{}, err
 	}
-	if err := WritePrivateKey(filepath.Join(dir, PrivateKeyFile), priv, overwrite); err != nil {
-		return KeyID{}, err
+	return KeyIDOf(priv.Public().(ed25519.PublicKey)), nil
+}
+
+// WriteKeyFiles generates a key and writes it to keyPath (0600) and its
+// public half to pubPath, creating keyPath's directory (0700) if needed.
+// Without overwrite an existing keyPath is an error wrapping os.ErrExist and
+// nothing is written.
+func WriteKeyFiles(keyPath, pubPath string, overwrite bool) (ed25519.PrivateKey, error) {
+	if err := os.MkdirAll(filepath.Dir(keyPath), 0o700); err != nil {
+		return nil, fmt.Errorf("key directory: %w", err)
 	}
-	pub := priv.Public().(ed25519.PublicKey)
-	if err := WritePublicKey(filepath.Join(dir, PublicKeyFile), pub); err != nil {
-		return KeyID{}, err
+	priv, err := GenerateKey()
+	if err != nil {
+		return nil, err
 	}
-	return KeyIDOf(pub), nil
+	if err := WritePrivateKey(keyPath, priv, overwrite); err != nil {
+		return nil, err
+	}
+	if err := WritePublicKey(pubPath, priv.Public().(ed25519.PublicKey)); err != nil {
+		return nil, err
+	}
+	return priv, nil
 }

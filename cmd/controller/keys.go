@@ -18,35 +18,26 @@ import (
 
 // keygen writes a new controller.key (0600) and controller.pub into dir.
 func keygen(dir string, overwrite bool, stderr io.Writer) error {
-	priv, err := writeKeyPair(filepath.Join(dir, "controller.key"), overwrite)
+	id, err := fence.WriteKeyPair(dir, overwrite)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists (use --force to replace it)", filepath.Join(dir, fence.PrivateKeyFile))
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s and %s (key id %s)\n", filepath.Join(dir, "controller.key"),
-		filepath.Join(dir, "controller.pub"), fence.KeyIDOf(priv.Public().(ed25519.PublicKey)))
+	fmt.Fprintf(stderr, "wrote %s and %s (key id %s)\n", filepath.Join(dir, fence.PrivateKeyFile),
+		filepath.Join(dir, fence.PublicKeyFile), id)
 	return nil
 }
 
 // writeKeyPair generates a key, writes it to path and its public half to
 // pubPath(path).
 func writeKeyPair(path string, overwrite bool) (ed25519.PrivateKey, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("key directory: %w", err)
+	priv, err := fence.WriteKeyFiles(path, pubPath(path), overwrite)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%s exists (use --force to replace it)", path)
 	}
-	priv, err := fence.GenerateKey()
-	if err != nil {
-		return nil, err
-	}
-	if err := fence.WritePrivateKey(path, priv, overwrite); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("%s exists (use --force to replace it)", path)
-		}
-		return nil, err
-	}
-	if err := fence.WritePublicKey(pubPath(path), priv.Public().(ed25519.PublicKey)); err != nil {
-		return nil, err
-	}
-	return priv, nil
+	return priv, err
 }
 
 // pubPath is where the public half of the key at path goes: "x.key" →
