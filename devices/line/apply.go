@@ -68,7 +68,7 @@ func (d *Device) await(ctx context.Context, op opSpec, lost <-chan struct{}) (js
 		case <-lost:
 			return nil, devices.Errorf(devices.CodeInDoubt, "port lost after the request was sent; it may have been applied")
 		case m := <-d.link.Recv():
-			if out, err, done := d.handle(op, m, &sk); done {
+			if done, out, err := d.handle(op, m, &sk); done {
 				return out, err
 			}
 		}
@@ -76,23 +76,23 @@ func (d *Device) await(ctx context.Context, op opSpec, lost <-chan struct{}) (js
 }
 
 // handle takes one line; done reports that it answered the request.
-func (d *Device) handle(op opSpec, m serial.Msg, sk *skipped) (out json.RawMessage, err error, done bool) {
+func (d *Device) handle(op opSpec, m serial.Msg, sk *skipped) (done bool, out json.RawMessage, err error) {
 	if m.Err != nil {
 		sk.garbage++
 		sk.last = string(serial.Truncate(m.Data, 64))
 		d.log.Warn("garbled input from device", "op", op.Name, "err", m.Err)
-		return nil, nil, false
+		return false, nil, nil
 	}
 	kind, groups, msg := op.match.match(string(m.Data))
 	switch kind {
 	case DeviceError:
-		return nil, devices.Errorf(devices.CodeDeviceError, "%s", msg), true
+		return true, nil, devices.Errorf(devices.CodeDeviceError, "%s", msg)
 	case Success:
 		b, _ := json.Marshal(groups)
-		return b, nil, true
+		return true, b, nil
 	}
 	sk.lines++
 	sk.last = string(serial.Truncate(m.Data, 64))
 	d.log.Warn("unexpected line from device skipped", "op", op.Name, "line", sk.last)
-	return nil, nil, false
+	return false, nil, nil
 }

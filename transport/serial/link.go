@@ -27,16 +27,17 @@ type Link struct {
 	in   chan Msg
 	stop chan struct{}
 	done chan struct{}
-	// Reads counts the reads made on the port, including those that timed
+	// reads counts the reads made on the port, including those that timed
 	// out with nothing; tests use it to check the reader does not spin.
-	Reads atomic.Int64
+	reads atomic.Int64
 
 	decMu sync.Mutex // guards dec
 	dec   Decoder
 
-	mu       sync.Mutex // guards the fields below
-	port     *Port      // nil while unavailable
-	reason   string     // why the port is unavailable
+	mu       sync.Mutex    // guards the fields below
+	port     *Port         // nil while unavailable
+	lost     chan struct{} // closed when port is lost; closed while port is nil
+	reason   string        // why the port is unavailable
 	handler  func(available bool, reason string)
 	reported bool // last availability told to handler (true before the first report)
 	closed   bool
@@ -64,7 +65,10 @@ func Dial(cfg Config, dec Decoder, log *slog.Logger) (*Link, error) {
 		log.Warn("serial port not available at start; retrying", "path", cfg.Path, "err", err)
 		l.reason = err.Error()
 	}
-	l.port = p
+	l.port, l.lost = p, make(chan struct{})
+	if p == nil {
+		close(l.lost)
+	}
 	go l.run()
 	return l, nil
 }
@@ -77,6 +81,15 @@ func (l *Link) Available() (bool, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.port != nil, l.reason
+}
+
+// Lost returns a channel that is closed once the port open now is lost
+// (already closed if no port is open). A driver waiting for a reply selects
+// on it to learn that the device went away mid-command.
+func (l *Link) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
 }
 
 // OnAvailability registers handler, called from the reader goroutine after

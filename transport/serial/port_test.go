@@ -195,7 +195,7 @@ func TestReaderDoesNotSpin(t *testing.T) {
 	start := time.Now()
 	l := mustDial(t, cfg, NewLineDecoder(64))
 	time.Sleep(10 * cfg.ReadTimeout)
-	reads := l.Reads.Load()
+	reads := l.reads.Load()
 	limit := int64(time.Since(start)/cfg.ReadTimeout) + 3
 	if reads > limit {
 		t.Fatalf("%d reads on an idle port, want ≤ %d", reads, limit)
@@ -212,8 +212,14 @@ func TestUnplugReportsAndReopens(t *testing.T) {
 	events := make(chan bool, 8)
 	l.OnAvailability(func(ok bool, _ string) { events <- ok })
 
+	lost := l.Lost()
 	master.Close() // unplug
 	expectEvent(t, events, false)
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Lost() channel not closed after unplug")
+	}
 	err := l.Send(ctxTimeout(t, time.Second), []byte("x\n"))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Send while unplugged = %v, want ErrUnavailable", err)

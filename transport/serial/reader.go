@@ -49,7 +49,7 @@ func (l *Link) readLoop(p *Port) error {
 		}
 		start := time.Now()
 		n, err := p.Read(buf)
-		l.Reads.Add(1)
+		l.reads.Add(1)
 		switch {
 		case err != nil:
 			return err
@@ -88,6 +88,7 @@ func (l *Link) lose(p *Port, err error) {
 		return
 	}
 	l.port, l.reason = nil, err.Error()
+	close(l.lost)
 	l.mu.Unlock()
 	l.log.Warn("serial port lost; reopening", "path", l.cfg.Path, "err", err)
 	p.Close()
@@ -107,7 +108,7 @@ func (l *Link) reopen() {
 	l.dec.Reset()
 	l.decMu.Unlock()
 	l.mu.Lock()
-	l.port, l.reason = p, ""
+	l.port, l.reason, l.lost = p, "", make(chan struct{})
 	l.mu.Unlock()
 	l.log.Info("serial port reopened", "path", l.cfg.Path)
 }
