@@ -132,15 +132,17 @@ func (h *Host) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage,
 	return out, err
 }
 
-// lose takes inst out of service after a failed call and wakes the
-// supervisor. The device is reported unavailable before lose returns.
+// lose takes inst out of service after a failed call, so later applies
+// fail device_unavailable at once, and wakes the supervisor, which reports
+// the device unavailable and restarts the plugin. Reports come only from
+// the supervisor, so a late lose of an old instance cannot mark a
+// restarted plugin unavailable.
 func (h *Host) lose(inst *instance, err error) {
 	h.mu.Lock()
 	if h.cur == inst {
 		h.cur = nil
 	}
 	h.mu.Unlock()
-	h.report(false, "plugin lost mid-command")
 	inst.markLost(err.Error())
 }
 
@@ -158,9 +160,9 @@ func (h *Host) Describe() devices.Capabilities {
 	return c
 }
 
-// OnAvailability registers handler, called from the supervisor (or from an
-// Apply that lost the plugin) on every change: false when the plugin is
-// lost or reports its device unavailable, true when it is back.
+// OnAvailability registers handler, called from the supervisor goroutine
+// on every change, never concurrently with itself: false when the plugin
+// is lost or reports its device unavailable, true when it is back.
 func (h *Host) OnAvailability(handler func(available bool, reason string)) {
 	h.mu.Lock()
 	h.handler = handler

@@ -47,6 +47,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// SIGKILL the plugin while it holds a command.
+	pumpState := e.sup.watch(t, mqtt.Topics{}.DeviceState("pump1"))
 	e.sup.publish(t, "pump1", e.cmd("p2", 1, "pulse", `{"ms":60000}`))
 	e.rec.waitFor(t, map[string]string{"msg": "apply started", "id": "p2", "device": "pump1"})
 	if err := syscall.Kill(readPID(t, e.dir), syscall.SIGKILL); err != nil {
@@ -55,20 +56,21 @@ func TestAgentEndToEnd(t *testing.T) {
 	if r := e.sup.result(t, "p2"); r.Status != mqtt.StatusInDoubt || r.Code != mqtt.CodeInDoubt {
 		t.Fatalf("killed mid-command: %+v, want in_doubt", r)
 	}
-	e.waitState(t, "pump1", false)
-	e.waitState(t, "pump1", true)
+	waitOnline(t, pumpState, false)
+	waitOnline(t, pumpState, true)
 	e.mustApply(t, "pump1", e.cmd("p3", 2, "set", `{"value":3}`))
 	if r := e.send(t, "pump1", e.cmd("p4", 1, "set", `{"value":4}`)); r.Code != mqtt.CodeStaleToken {
 		t.Fatalf("older token: %+v, want stale_token", r)
 	}
 
+	plugState := e.sup.watch(t, mqtt.Topics{}.DeviceState("plug1"))
 	plug.SetOnline(false)
-	e.waitState(t, "plug1", false)
+	waitOnline(t, plugState, false)
 	if r := e.send(t, "plug1", e.cmd("r2", 2, "power", `{"state":"OFF"}`)); r.Code != mqtt.CodeDeviceUnavailable {
 		t.Fatalf("offline controller: %+v, want device_unavailable", r)
 	}
 	plug.SetOnline(true)
-	e.waitState(t, "plug1", true)
+	waitOnline(t, plugState, true)
 	e.mustApply(t, "plug1", e.cmd("r3", 2, "power", `{"state":"OFF"}`))
 	if got := plug.Received(); fmt.Sprint(got) != "[ON OFF]" {
 		t.Fatalf("plug received %q, want [ON OFF]", got)
@@ -178,7 +180,12 @@ func (e *e2e) mustApply(t *testing.T, device string, c mqtt.Command) mqtt.Result
 // waitState waits for device's retained state to say online (or not).
 func (e *e2e) waitState(t *testing.T, device string, online bool) {
 	t.Helper()
-	ch := e.sup.watch(t, mqtt.Topics{}.DeviceState(device))
+	waitOnline(t, e.sup.watch(t, mqtt.Topics{}.DeviceState(device)), online)
+}
+
+// waitOnline waits for a state message on ch saying online (or not).
+func waitOnline(t *testing.T, ch <-chan []byte, online bool) {
+	t.Helper()
 	waitFor(t, ch, func(p []byte) bool {
 		var s mqtt.DeviceState
 		return json.Unmarshal(p, &s) == nil && s.Online == online
@@ -188,14 +195,16 @@ func (e *e2e) waitState(t *testing.T, device string, online bool) {
 func waitFor(t *testing.T, ch <-chan []byte, ok func([]byte) bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
+	var seen []string
 	for {
 		select {
 		case p := <-ch:
 			if ok(p) {
 				return
 			}
+			seen = append(seen, string(p))
 		case <-deadline:
-			t.Fatal("no matching message")
+			t.Fatalf("no matching message; saw %q", seen)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func watch(h *plugins.Host) availability {
 	return a
 }
 
-func (a availability) want(t *testing.T, ok bool) {
+func (a availability) want(t *testing.T, ok bool, rec *recorder) {
 	t.Helper()
 	select {
 	case got := <-a:
@@ -146,7 +146,7 @@ func (a availability) want(t *testing.T, ok bool) {
 			t.Fatalf("availability report %v, want %v", got, ok)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no availability report (want %v)", ok)
+		t.Fatalf("no availability report (want %v); log:\n%s", ok, rec.dump())
 	}
 }
 
@@ -167,4 +167,15 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// dump renders every record, for failure messages.
+func (r *recorder) dump() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, m := range *r.recs {
+		fmt.Fprintln(&b, m)
+	}
+	return b.String()
 }

@@ -89,8 +89,8 @@ func TestChildKilledMidCommand(t *testing.T) {
 	if codeOf(err) != devices.CodeInDoubt || !errors.Is(err, plugins.ErrPluginLost) {
 		t.Fatalf("in-flight command: %v, want in_doubt wrapping ErrPluginLost", err)
 	}
-	avail.want(t, false)
-	avail.want(t, true)
+	avail.want(t, false, rec)
+	avail.want(t, true, rec)
 	if _, err := h.Apply(ctx, command("c3", "set", `{"value":3}`, 6)); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
