@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -72,4 +73,32 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Validator is a driver configuration that checks itself; its errors name
+// keys relative to the driver's settings.
+type Validator interface {
+	Validate() error
+}
+
+// KeyPrefixer is implemented by configuration errors whose key path can be
+// made absolute ("latency" → "devices[0].settings.latency").
+type KeyPrefixer interface {
+	PrefixKey(prefix string)
+}
+
+// DecodeValid decodes the settings into cfg (a pointer to a struct with
+// yaml tags) and validates it. A validation error that is a KeyPrefixer
+// gets the settings' key path in front of its key, so every driver's
+// errors name the key as it stands in the agent's config file.
+func (s Settings) DecodeValid(cfg Validator) error {
+	if err := s.Decode(cfg); err != nil {
+		return err
+	}
+	err := cfg.Validate()
+	var kp KeyPrefixer
+	if err != nil && s.Path != "" && errors.As(err, &kp) {
+		kp.PrefixKey(s.Path + ".")
+	}
+	return err
 }

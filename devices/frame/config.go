@@ -1,7 +1,6 @@
 package frame
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,7 +38,7 @@ func DefaultOps() []OpConfig {
 // key is relative to the settings ("port.baud", "ops[1].timeout").
 func (c Config) Validate() error {
 	if err := c.Port.Validate(); err != nil {
-		return prefixKey(err, "port.")
+		return serial.PrefixKey(err, "port.")
 	}
 	seen := map[string]bool{}
 	for i, op := range c.Ops {
@@ -55,13 +54,4 @@ func (c Config) Validate() error {
 		seen[op.Name] = true
 	}
 	return nil
-}
-
-// prefixKey prefixes the key of a *serial.ConfigError in err.
-func prefixKey(err error, prefix string) error {
-	var ce *serial.ConfigError
-	if errors.As(err, &ce) {
-		ce.Key = prefix + ce.Key
-	}
-	return err
 }

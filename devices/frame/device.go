@@ -15,13 +15,7 @@ func init() { devices.Register("frame", factory) }
 
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config
-	if err := settings.Decode(&cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		if settings.Path != "" {
-			return nil, prefixKey(err, settings.Path+".")
-		}
+	if err := settings.DecodeValid(&cfg); err != nil {
 		return nil, err
 	}
 	return Open(device, cfg, log)

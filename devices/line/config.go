@@ -1,7 +1,6 @@
 package line
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -80,7 +79,7 @@ func (c Config) Validate() error {
 
 func (c Config) validatePort() error {
 	if err := c.Port.Validate(); err != nil {
-		return prefixKey(err, "port.")
+		return serial.PrefixKey(err, "port.")
 	}
 	switch {
 	case c.Terminator != "" && c.Terminator != "\n" && c.Terminator != "\r\n" && c.Terminator != "\r":
@@ -104,12 +103,4 @@ func checkOpName(key string, op OpConfig, seen map[string]bool) error {
 	}
 	seen[op.Name] = true
 	return nil
-}
-
-func prefixKey(err error, prefix string) error {
-	var ce *serial.ConfigError
-	if errors.As(err, &ce) {
-		ce.Key = prefix + ce.Key
-	}
-	return err
 }

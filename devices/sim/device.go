@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -17,14 +16,7 @@ func init() { devices.Register("sim", factory) }
 // factory opens a sim device from its agent-config settings.
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config
-	if err := settings.Decode(&cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) && settings.Path != "" {
-			ce.Key = settings.Path + "." + ce.Key
-		}
+	if err := settings.DecodeValid(&cfg); err != nil {
 		return nil, err
 	}
 	return New(device, cfg, log)

@@ -24,6 +24,9 @@ type ConfigError struct {
 	Reason string // what a valid value looks like
 }
 
+// PrefixKey puts prefix in front of the key path (devices.KeyPrefixer).
+func (e *ConfigError) PrefixKey(prefix string) { e.Key = prefix + e.Key }
+
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s: value %q: %s", e.Key, fmt.Sprint(e.Value), e.Reason)
 }

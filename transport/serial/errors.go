@@ -29,6 +29,19 @@ type ConfigError struct {
 	Reason string // what a valid value looks like
 }
 
+// PrefixKey puts prefix in front of the key path (devices.KeyPrefixer).
+func (e *ConfigError) PrefixKey(prefix string) { e.Key = prefix + e.Key }
+
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("%s: value %q: %s", e.Key, fmt.Sprint(e.Value), e.Reason)
+}
+
+// PrefixKey puts prefix in front of the key of the *ConfigError in err, if
+// any, and returns err: for configurations that embed a serial Config.
+func PrefixKey(err error, prefix string) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		ce.PrefixKey(prefix)
+	}
+	return err
 }
