@@ -206,6 +206,27 @@ func TestUnknownDeviceChangesNothing(t *testing.T) {
 	}
 }
 
+// TestUnknownDeviceAnsweredWhenSoleAgent: with answer_unknown_devices the
+// agent answers a command for a device it does not own, and stores nothing.
+func TestUnknownDeviceAnsweredWhenSoleAgent(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.Agent.AnswerUnknownDevices = true
+	h.start()
+	r := h.sup.send("ghost", set("g1", h.token(3, "A"), 1))
+	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	if r.Device != "ghost" || !strings.Contains(r.Message, "unknown device") {
+		t.Fatalf("answer %+v", r)
+	}
+	wantResult(t, h.sup.send("pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	f, _ := h.agent.env.store.Fences()
+	if _, ok := f["ghost"]; ok || len(f) != 1 {
+		t.Fatalf("fences %v", f)
+	}
+	if j, _ := h.agent.env.store.Journal("ghost"); len(j) != 0 {
+		t.Fatalf("journal of an unknown device: %v", j)
+	}
+}
+
 func TestBurstPastQueueLimitAnsweredBusy(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.cfg.Limits.Queue = 2

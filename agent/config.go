@@ -40,6 +40,11 @@ type AgentConfig struct {
 	ID string `yaml:"id"`
 	// DataDir holds the fence store (fence.db). Default "fencegate-data".
 	DataDir string `yaml:"data_dir"`
+	// AnswerUnknownDevices makes the agent answer commands for devices it
+	// does not own (bad_request, "unknown device"). Only for a broker this
+	// agent has to itself: with several agents on one broker each would
+	// answer the others' devices. Default false.
+	AnswerUnknownDevices bool `yaml:"answer_unknown_devices"`
 }
 
 // MQTTConfig is how the agent reaches its broker.

@@ -8,6 +8,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -66,9 +67,9 @@ func (c *connection) start() {
 func (c *connection) onConnect(cl paho.Client) {
 	a := c.a
 	a.env.m.mqttUp.Set(1)
+	c.subscribeCommands(cl)
 	filters := map[string]byte{}
 	for _, d := range a.devices {
-		cl.Subscribe(a.env.topics.DeviceCommands(d.id), 1, c.commandHandler(d))
 		filters[a.env.topics.LeaseGrant(d.domain)] = 1
 	}
 	for f := range filters {
@@ -80,6 +81,52 @@ func (c *connection) onConnect(cl paho.Client) {
 	for _, d := range a.devices {
 		d.publishState()
 	}
+}
+
+// subscribeCommands subscribes to the devices' command topics: one topic
+// per owned device, or — with agent.answer_unknown_devices, for a broker
+// this agent has to itself — one wildcard, so that a command for a device
+// it does not own is answered bad_request instead of going unanswered.
+func (c *connection) subscribeCommands(cl paho.Client) {
+	t := c.a.env.topics
+	if !c.a.cfg.Agent.AnswerUnknownDevices {
+		for _, d := range c.a.devices {
+			cl.Subscribe(t.DeviceCommands(d.id), 1, c.commandHandler(d))
+		}
+		return
+	}
+	cl.Subscribe(t.AllDeviceCommands(), 1, func(pc paho.Client, m paho.Message) {
+		id, _, err := t.ParseDeviceTopic(m.Topic())
+		if d := c.a.byID[id]; err == nil && d != nil {
+			c.commandHandler(d)(pc, m)
+			return
+		}
+		c.unknownDevice(id, m)
+	})
+}
+
+// unknownDevice answers a command for a device this agent does not own.
+// Nothing is stored; the answer carries no fence.
+func (c *connection) unknownDevice(id string, m paho.Message) {
+	defer m.Ack()
+	if m.Retained() {
+		return // answering it would repeat on every reconnect
+	}
+	var topic string
+	if fence.ValidID(id) {
+		topic = c.a.env.topics.DeviceResults(id)
+	}
+	if rt := looseReplyTo(m.Payload()); validReplyTo(rt) == nil {
+		topic = rt
+	}
+	if topic == "" {
+		c.log.Warn("command for an invalid device id, no reply topic", "device", id)
+		return
+	}
+	r := mqtt.Result{ID: looseID(m.Payload()), Device: id, Status: mqtt.StatusRejected, Code: mqtt.CodeBadRequest,
+		Message: "unknown device: agent " + c.a.cfg.Agent.ID + " does not own " + id, At: now()}
+	c.a.env.m.answered(mqtt.CodeBadRequest)
+	c.publish(topic, mustJSON(r), false)
 }
 
 func (c *connection) onLost(_ paho.Client, err error) {
