@@ -125,6 +125,10 @@ func (cfg Config) withDefaults() Config {
 // Epoch returns the epoch of the tokens this controller mints.
 func (c *Controller) Epoch() uint64 { return c.epoch }
 
+// VerifyToken checks a token's signature against the controller's trusted
+// keys (mqttapi.TokenVerifier). Safe for concurrent use.
+func (c *Controller) VerifyToken(raw string) (fence.Token, error) { return c.keys.Verify(raw) }
+
 // Keys returns the public keys the controller trusts, the signing key first.
 func (c *Controller) Keys() []ed25519.PublicKey {
 	return append([]ed25519.PublicKey(nil), c.trusted...)

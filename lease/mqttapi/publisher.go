@@ -50,6 +50,30 @@ func (p *publisher) announce(t fence.Token) {
 	}
 }
 
+// observe takes a grant announcement seen on the broker (this server's own,
+// another replica's, or anyone's). A verified token newer than the one we
+// know is adopted, so we never publish an older one over it. Anything else
+// — an older token, an unverifiable one, garbage — is overwritten with the
+// newest token we know: the retained grant always converges to the newest.
+// ok is false for an announcement that did not verify.
+func (p *publisher) observe(domain string, t fence.Token, ok bool) {
+	p.mu.Lock()
+	ours, known := p.latest[domain]
+	var heal bool
+	switch {
+	case ok && (!known || fence.ComparePosition(t.Epoch, t.Seq, ours.Epoch, ours.Seq) > 0):
+		p.latest[domain] = t
+		delete(p.pending, domain)
+	case known && (!ok || t.Raw != ours.Raw):
+		p.pending[domain] = true
+		heal = true
+	}
+	p.mu.Unlock()
+	if heal {
+		p.signal()
+	}
+}
+
 // republishAll marks every known domain for publication again.
 func (p *publisher) republishAll() {
 	p.mu.Lock()

@@ -67,6 +67,10 @@ type Server struct {
 
 	subscribed atomic.Bool // set when the request subscription is in place
 
+	// verify checks grant announcements seen on the broker; set by Start
+	// when the handler can verify tokens, nil otherwise.
+	verify func(raw string) (fence.Token, error)
+
 	ctx    context.Context // cancelled by Close: ends waiting acquires
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // dispatcher, handlers and publisher
@@ -120,10 +124,21 @@ func New(cfg Config) (*Server, error) {
 // blocks; it is meant as the controller's OnGrant.
 func (s *Server) Announce(t fence.Token) { s.pub.announce(t) }
 
+// TokenVerifier is implemented by handlers that can verify tokens (the
+// lease controller). With one, the server also watches the grant topics and
+// keeps the newest verified grant retained there, even when replicas or a
+// stray client publish older or forged ones.
+type TokenVerifier interface {
+	VerifyToken(raw string) (fence.Token, error)
+}
+
 // Start connects in the background (retrying until the broker answers) and
 // serves requests with h until Close. It returns at once.
 func (s *Server) Start(h Handler) {
 	s.startOnce.Do(func() {
+		if v, ok := h.(TokenVerifier); ok {
+			s.verify = v.VerifyToken
+		}
 		s.wg.Add(2)
 		go s.dispatch(h)
 		go s.pub.run(s.ctx, &s.wg)
@@ -149,6 +164,10 @@ func (s *Server) Close() {
 func (s *Server) onConnect(c paho.Client) {
 	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
 	tok := c.Subscribe(s.requestFilter(), 1, s.receive)
+	if s.verify != nil {
+		// Not shared: every replica must see every announcement.
+		c.Subscribe(s.cfg.Topics.LeaseGrant("+"), 1, s.onGrantSeen)
+	}
 	go func() { // waiting here would block paho's connection handling
 		if err := mqtt.Wait(tok, publishTimeout); err != nil {
 			s.log.Error("subscribe failed", "err", err)
@@ -166,6 +185,24 @@ func (s *Server) requestFilter() string {
 		return "$share/" + s.cfg.ShareGroup + "/" + s.cfg.Topics.AllLeaseOps()
 	}
 	return s.cfg.Topics.AllLeaseOps()
+}
+
+// onGrantSeen is the paho callback of the grant topics. It verifies the
+// announcement (cheap after the first time: the key ring caches) and lets
+// the publisher heal the retained grant if it is not the newest.
+func (s *Server) onGrantSeen(_ paho.Client, m paho.Message) {
+	domain, _, err := s.cfg.Topics.ParseLeaseTopic(m.Topic())
+	if err != nil {
+		return
+	}
+	var g mqtt.Grant
+	var t fence.Token
+	ok := json.Unmarshal(m.Payload(), &g) == nil
+	if ok {
+		t, err = s.verify(g.Token)
+		ok = err == nil && t.Domain == domain
+	}
+	s.pub.observe(domain, t, ok)
 }
 
 // receive is the paho callback: it only queues.
