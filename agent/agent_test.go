@@ -37,9 +37,9 @@ func wantResult(t *testing.T, r mqtt.Result, st mqtt.Status, code mqtt.Code) {
 func TestStaleHolderIsFenced(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
-	wantResult(t, h.sup.send("pump1", set("b1", h.token(42, "B"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
-	r := h.sup.send("pump1", set("a2", h.token(41, "A"), 3))
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	r := h.sup.Send(t, "pump1", set("a2", h.token(41, "A"), 3))
 	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
 		t.Fatalf("rejection carries fence %+v, want seq 42 of B", r.Fence)
@@ -55,14 +55,14 @@ func TestStaleHolderIsFenced(t *testing.T) {
 func TestGrantAnnouncementRaisesFence(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	grant, _ := json.Marshal(mqtt.Grant{Token: h.token(42, "B")})
 	forged, _ := json.Marshal(mqtt.Grant{Token: forgedToken(t, 99)})
-	h.sup.client.Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, forged).Wait()
-	h.sup.client.Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, grant).Wait()
+	h.sup.Client().Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, forged).Wait()
+	h.sup.Client().Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, grant).Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := h.sup.send("pump1", set(fmt.Sprintf("a-%d", time.Now().UnixNano()), h.token(41, "A"), 2))
+		r := h.sup.Send(t, "pump1", set(fmt.Sprintf("a-%d", time.Now().UnixNano()), h.token(41, "A"), 2))
 		if r.Code == mqtt.CodeStaleToken {
 			if r.Fence.Seq != 42 {
 				t.Fatalf("fence %+v, want 42 (the forged grant must not count)", r.Fence)
@@ -105,9 +105,9 @@ func TestDuplicateAppliedOnce(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
 	tok := h.token(5, "A")
-	first := h.sup.send("pump1", set("c1", tok, 7))
+	first := h.sup.Send(t, "pump1", set("c1", tok, 7))
 	wantResult(t, first, mqtt.StatusApplied, mqtt.CodeOK)
-	again := h.sup.send("pump1", set("c1", tok, 7))
+	again := h.sup.Send(t, "pump1", set("c1", tok, 7))
 	wantResult(t, again, mqtt.StatusApplied, mqtt.CodeOK)
 	if !again.Duplicate || first.Duplicate || string(again.Output) != string(first.Output) {
 		t.Fatalf("retry: %+v, first: %+v", again, first)
@@ -120,13 +120,13 @@ func TestDuplicateAppliedOnce(t *testing.T) {
 func TestRestartKeepsFence(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.send("pump1", set("b1", h.token(42, "B"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
-	wantResult(t, h.sup.send("pump1", set("a1", h.token(41, "A"), 2)), mqtt.StatusRejected, mqtt.CodeStaleToken)
-	r := h.sup.send("pump1", set("b1", h.token(42, "B"), 1))
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 2)), mqtt.StatusRejected, mqtt.CodeStaleToken)
+	r := h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1))
 	if !r.Duplicate || r.Status != mqtt.StatusApplied {
 		t.Fatalf("retry after restart: %+v", r)
 	}
@@ -140,7 +140,7 @@ func TestBadInputAnsweredAndChangesNothing(t *testing.T) {
 	h.cfg.Limits.MaxPayload = 4096
 	h.start()
 	good := h.token(10, "A")
-	wantResult(t, h.sup.send("pump1", set("ok", good, 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("ok", good, 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	tampered := good[:len(good)-3] + flip(good[len(good)-3]) + good[len(good)-2:]
 	past := time.Now().Add(-time.Minute).UnixMilli()
 	tests := []struct {
@@ -165,9 +165,8 @@ func TestBadInputAnsweredAndChangesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		id := looseID([]byte(tc.payload)) // "" when the payload is not JSON: the answer has no id
-		ch := h.sup.chanFor(id)
-		h.sup.publishRaw("pump1", []byte(tc.payload))
-		r := h.sup.wait(id, ch)
+		h.sup.PublishRaw(t, "pump1", []byte(tc.payload))
+		r := h.sup.Wait(t, id)
 		if r.Status != mqtt.StatusRejected || r.Code != tc.code {
 			t.Errorf("%s: %s/%s (%s), want rejected/%s", tc.name, r.Status, r.Code, r.Message, tc.code)
 		}
@@ -198,8 +197,8 @@ func flip(c byte) string {
 func TestUnknownDeviceChangesNothing(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	h.sup.publishRaw("ghost", mustJSON(set("g1", h.token(3, "A"), 1)))
-	wantResult(t, h.sup.send("pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	h.sup.PublishRaw(t, "ghost", mustJSON(set("g1", h.token(3, "A"), 1)))
+	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	f, _ := h.agent.env.store.Fences()
 	if _, ok := f["ghost"]; ok || f["pump1"].Token.Seq != 1 {
 		t.Fatalf("fences %v", f)
@@ -212,12 +211,12 @@ func TestUnknownDeviceAnsweredWhenSoleAgent(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.cfg.Agent.AnswerUnknownDevices = true
 	h.start()
-	r := h.sup.send("ghost", set("g1", h.token(3, "A"), 1))
+	r := h.sup.Send(t, "ghost", set("g1", h.token(3, "A"), 1))
 	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
 	if r.Device != "ghost" || !strings.Contains(r.Message, "unknown device") {
 		t.Fatalf("answer %+v", r)
 	}
-	wantResult(t, h.sup.send("pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	f, _ := h.agent.env.store.Fences()
 	if _, ok := f["ghost"]; ok || len(f) != 1 {
 		t.Fatalf("fences %v", f)
@@ -234,15 +233,13 @@ func TestBurstPastQueueLimitAnsweredBusy(t *testing.T) {
 	h.start()
 	tok := h.token(1, "A")
 	const n = 12
-	chans := make([]chan mqtt.Result, n)
 	for i := range n {
 		id := fmt.Sprintf("burst%d", i)
-		chans[i] = h.sup.chanFor(id)
-		h.sup.client.Publish(mqtt.Topics{}.DeviceCommands("pump1"), 1, false, mustJSON(set(id, tok, i)))
+		h.sup.Client().Publish(mqtt.Topics{}.DeviceCommands("pump1"), 1, false, mustJSON(set(id, tok, i)))
 	}
 	busy, applied := 0, 0
-	for i, ch := range chans {
-		r := h.sup.wait(fmt.Sprintf("burst%d", i), ch)
+	for i := range n {
+		r := h.sup.Wait(t, fmt.Sprintf("burst%d", i))
 		switch r.Code {
 		case mqtt.CodeBusy:
 			busy++
@@ -268,9 +265,9 @@ func TestBrokerRestart(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
 	tok := h.token(1, "A")
-	first := h.sup.send("pump1", set("before", tok, 1))
+	first := h.sup.Send(t, "pump1", set("before", tok, 1))
 	addr := h.broker.Addr()
-	online := h.sup.watchStatus("gw1")
+	online := h.sup.WatchOnline("gw1")
 	h.broker.Close()
 	b, err := mqtt.StartEmbedded(addr, nil)
 	if err != nil {
@@ -282,17 +279,17 @@ func TestBrokerRestart(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("agent did not come back online after the broker restart")
 	}
-	again := h.sup.send("pump1", set("before", tok, 1))
+	again := h.sup.Send(t, "pump1", set("before", tok, 1))
 	if !again.Duplicate || again.Status != first.Status {
 		t.Fatalf("retry after broker restart: %+v", again)
 	}
-	wantResult(t, h.sup.send("pump1", set("after", tok, 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("after", tok, 2)), mqtt.StatusApplied, mqtt.CodeOK)
 }
 
 func TestDeviceStatusOverHTTP(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.send("pump1", set("c1", h.token(4, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("c1", h.token(4, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
 	var list []DeviceStatus
 	getJSON(t, "http://"+h.agent.HTTPAddr()+"/v1/devices", &list)
 	if len(list) != 1 || list[0].Fence == nil || list[0].Fence.Seq != 4 || list[0].LastResult == nil || list[0].LastResult.ID != "c1" {
@@ -314,9 +311,8 @@ func TestStoreFailureStopsAgent(t *testing.T) {
 	if err := h.agent.env.store.Close(); err != nil { // simulates a dead disk
 		t.Fatal(err)
 	}
-	ch := h.sup.chanFor("x")
-	h.sup.publishRaw("pump1", mustJSON(set("x", h.token(1, "A"), 1)))
-	r := h.sup.wait("x", ch)
+	h.sup.PublishRaw(t, "pump1", mustJSON(set("x", h.token(1, "A"), 1)))
+	r := h.sup.Wait(t, "x")
 	wantResult(t, r, mqtt.StatusFailed, mqtt.CodeInternal)
 	if err := h.stop(); err == nil || !strings.Contains(err.Error(), persist.ErrClosed.Error()) {
 		t.Fatalf("Run returned %v, want the store error", err)

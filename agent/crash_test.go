@@ -23,6 +23,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -39,7 +40,7 @@ type procEnv struct {
 	outPath string // the children's stdout and stderr, appended run after run
 	broker  *mqtt.Embedded
 	signer  *fence.Signer
-	ctl     *supervisor // watches the agent's status; sends single commands
+	ctl     *mqtttest.Supervisor // watches the agent's status; sends single commands
 
 	cmd     *exec.Cmd     // the running child, nil if none
 	exited  chan struct{} // closed when cmd has been waited for
@@ -78,7 +79,7 @@ func newProcEnv(t *testing.T, devs ...childDevice) *procEnv {
 	if err := os.WriteFile(e.cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.ctl = newSupervisor(t, b.URL(), "ctl")
+	e.ctl = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "ctl", ReplyTopics: []string{"replies/#"}})
 	t.Cleanup(e.cleanup)
 	return e
 }
@@ -147,7 +148,7 @@ func (e *procEnv) launch() {
 // (subscribed by then).
 func (e *procEnv) start() {
 	e.t.Helper()
-	online := e.ctl.watchStatus("gw1")
+	online := e.ctl.WatchOnline("gw1")
 	e.launch()
 	select {
 	case <-online:
@@ -232,7 +233,7 @@ func (e *procEnv) watchFence(device string, seq uint64) <-chan struct{} {
 	ch := make(chan struct{})
 	var once sync.Once
 	topic := mqtt.Topics{}.DeviceState(device)
-	err := mqtt.Wait(e.ctl.client.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+	err := mqtt.Wait(e.ctl.Client().Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
 		var s mqtt.DeviceState
 		if json.Unmarshal(m.Payload(), &s) == nil && s.Fence != nil && s.Fence.Seq >= seq {
 			once.Do(func() { close(ch) })
@@ -241,7 +242,7 @@ func (e *procEnv) watchFence(device string, seq uint64) <-chan struct{} {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { e.ctl.client.Unsubscribe(topic) })
+	e.t.Cleanup(func() { e.ctl.Client().Unsubscribe(topic) })
 	return ch
 }
 
@@ -261,17 +262,17 @@ func countID(entries []sim.Entry, id string) int {
 func TestRestartStaleStillRejected(t *testing.T) {
 	e := newProcEnv(t, childDevice{id: "pump1"})
 	e.start()
-	wantResult(t, e.ctl.send("pump1", set("a1", e.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
-	b1 := e.ctl.send("pump1", set("b1", e.token(42, "B"), 2))
+	wantResult(t, e.ctl.Send(t, "pump1", set("a1", e.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	b1 := e.ctl.Send(t, "pump1", set("b1", e.token(42, "B"), 2))
 	wantResult(t, b1, mqtt.StatusApplied, mqtt.CodeOK)
 	e.kill()
 	e.start()
-	r := e.ctl.send("pump1", set("a2", e.token(41, "A"), 3))
+	r := e.ctl.Send(t, "pump1", set("a2", e.token(41, "A"), 3))
 	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
 		t.Fatalf("rejection after restart carries fence %+v, want seq 42 of B", r.Fence)
 	}
-	again := e.ctl.send("pump1", set("b1", e.token(42, "B"), 2))
+	again := e.ctl.Send(t, "pump1", set("b1", e.token(42, "B"), 2))
 	if again.Status != mqtt.StatusApplied || !again.Duplicate || !bytes.Equal(again.Output, b1.Output) {
 		t.Fatalf("retry of b1 after restart: %+v, first answer %+v", again, b1)
 	}
@@ -301,7 +302,7 @@ func TestInDoubtAfterCrashMidApply(t *testing.T) {
 			e.start()
 			cmd := mqtt.Command{ID: "slow1", Token: e.token(2, "A"), Op: "slow"}
 			fenced := e.watchFence("pump1", 2)
-			e.ctl.publishRaw("pump1", mustJSON(cmd))
+			e.ctl.PublishRaw(t, "pump1", mustJSON(cmd))
 			select {
 			case <-fenced:
 			case <-time.After(15 * time.Second):
@@ -313,7 +314,7 @@ func TestInDoubtAfterCrashMidApply(t *testing.T) {
 				t.Fatalf("slow1 reached the device before the kill (%d times); the test needs it mid-apply", n)
 			}
 			e.start()
-			first, second := e.ctl.send("pump1", cmd), e.ctl.send("pump1", cmd)
+			first, second := e.ctl.Send(t, "pump1", cmd), e.ctl.Send(t, "pump1", cmd)
 			if tc.idempotent {
 				wantResult(t, first, mqtt.StatusApplied, mqtt.CodeOK)
 				wantResult(t, second, mqtt.StatusApplied, mqtt.CodeOK)

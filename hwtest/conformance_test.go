@@ -173,13 +173,13 @@ func (s *suite) unplug(t *testing.T) {
 			if _, err := sim.Do("unplug"); err != nil {
 				t.Fatal(err)
 			}
-			s.sup.waitState(t, tg.dev, false)
+			s.sup.WaitState(t, tg.dev, false)
 			r := s.send(t, tg, tg.dev+"-unplugged", "set", args)
 			expect(t, r, mqtt.StatusFailed, mqtt.CodeDeviceUnavailable)
 			if _, err := sim.Do("plug"); err != nil {
 				t.Fatal(err)
 			}
-			s.sup.waitState(t, tg.dev, true)
+			s.sup.WaitState(t, tg.dev, true)
 			expect(t, s.send(t, tg, tg.dev+"-replugged", "set", args), mqtt.StatusApplied, mqtt.CodeOK)
 		})
 	}

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fencegate/fencegate/agent"
 	_ "github.com/fencegate/fencegate/devices/frame"
 	_ "github.com/fencegate/fencegate/devices/line"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -71,7 +71,7 @@ type suite struct {
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
-	sup    *supervisor
+	sup    *mqtttest.Supervisor
 	fw, ln target
 	mu     sync.Mutex // guards seq
 	seq    map[string]uint64
@@ -90,7 +90,7 @@ func newSuite(t *testing.T) *suite {
 	s.broker = b
 	t.Cleanup(func() { b.Close() })
 	s.cfg = s.agentConfig()
-	s.sup = newSupervisor(t, b.URL())
+	s.sup = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "hwtest-sup", Timeout: 20 * time.Second})
 	return s
 }
 
@@ -148,7 +148,7 @@ func node(t *testing.T, doc string) yaml.Node {
 // start runs the agent and waits until it announces itself online.
 func (s *suite) start() {
 	s.t.Helper()
-	online := s.sup.watchOnline()
+	online := s.sup.WatchOnline("hwtest")
 	a, err := agent.New(s.cfg, slog.New(slog.NewTextHandler(s.logs, nil)))
 	if err != nil {
 		s.t.Fatalf("agent.New: %v", err)
@@ -205,7 +205,7 @@ func (s *suite) sendSeq(t *testing.T, tg target, id, op, args string, seq uint64
 	if args != "" {
 		c.Args = json.RawMessage(args)
 	}
-	return s.sup.send(t, tg.dev, c)
+	return s.sup.Send(t, tg.dev, c)
 }
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -224,123 +224,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-// supervisor is a real MQTT client sending commands and watching results,
-// device states and the agent's status.
-type supervisor struct {
-	client paho.Client
-	mu     sync.Mutex // guards the maps
-	result map[string]chan mqtt.Result
-	states map[string]chan mqtt.DeviceState
-	online []chan struct{}
-}
-
-func newSupervisor(t *testing.T, broker string) *supervisor {
-	s := &supervisor{result: map[string]chan mqtt.Result{}, states: map[string]chan mqtt.DeviceState{}}
-	tp := mqtt.Topics{}
-	opts, err := mqtt.Config{Broker: broker, ClientID: "hwtest-sup"}.ClientOptions(func(c paho.Client) {
-		c.Subscribe(tp.DeviceResults("+"), 1, s.onResult)
-		c.Subscribe(tp.DeviceState("+"), 1, s.onState)
-		c.Subscribe(tp.AgentStatus("hwtest"), 1, s.onStatus)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.client = paho.NewClient(opts)
-	if err := mqtt.Wait(s.client.Connect(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.client.Disconnect(100) })
-	return s
-}
-
-func (s *supervisor) resultChan(id string) chan mqtt.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.result[id] == nil {
-		s.result[id] = make(chan mqtt.Result, 4)
-	}
-	return s.result[id]
-}
-
-func (s *supervisor) stateChan(dev string) chan mqtt.DeviceState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.states[dev] == nil {
-		s.states[dev] = make(chan mqtt.DeviceState, 64)
-	}
-	return s.states[dev]
-}
-
-func (s *supervisor) onResult(_ paho.Client, m paho.Message) {
-	var r mqtt.Result
-	if json.Unmarshal(m.Payload(), &r) == nil {
-		s.resultChan(r.ID) <- r
-	}
-}
-
-func (s *supervisor) onState(_ paho.Client, m paho.Message) {
-	var st mqtt.DeviceState
-	if json.Unmarshal(m.Payload(), &st) == nil {
-		select {
-		case s.stateChan(st.Device) <- st:
-		default: // nobody is watching; old states are of no use
-		}
-	}
-}
-
-func (s *supervisor) onStatus(_ paho.Client, m paho.Message) {
-	var st mqtt.AgentStatus
-	if json.Unmarshal(m.Payload(), &st) != nil || !st.Online {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ch := range s.online {
-		close(ch)
-	}
-	s.online = nil
-}
-
-func (s *supervisor) watchOnline() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan struct{})
-	s.online = append(s.online, ch)
-	return ch
-}
-
-// send publishes c for dev and waits for its result.
-func (s *supervisor) send(t *testing.T, dev string, c mqtt.Command) mqtt.Result {
-	t.Helper()
-	b, _ := json.Marshal(c)
-	ch := s.resultChan(c.ID)
-	if err := mqtt.Wait(s.client.Publish(mqtt.Topics{}.DeviceCommands(dev), 1, false, b), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no result for %s", c.ID)
-		return mqtt.Result{}
-	}
-}
-
-// waitState waits until dev's state topic says online == want.
-func (s *supervisor) waitState(t *testing.T, dev string, want bool) {
-	t.Helper()
-	ch := s.stateChan(dev)
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case st := <-ch:
-			if st.Online == want {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("state of %s never said online=%v", dev, want)
-		}
-	}
 }

@@ -7,18 +7,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fencegate/fencegate/agent"
 	_ "github.com/fencegate/fencegate/devices/mqttrelay"
 	"github.com/fencegate/fencegate/devices/mqttrelay/relaytest"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/mqtttest"
 	_ "github.com/fencegate/fencegate/plugins"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -47,13 +46,13 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// SIGKILL the plugin while it holds a command.
-	pumpState := e.sup.watch(t, mqtt.Topics{}.DeviceState("pump1"))
-	e.sup.publish(t, "pump1", e.cmd("p2", 1, "pulse", `{"ms":60000}`))
+	pumpState := e.sup.Watch(t, mqtt.Topics{}.DeviceState("pump1"))
+	e.sup.Publish(t, "pump1", e.cmd("p2", 1, "pulse", `{"ms":60000}`))
 	e.rec.waitFor(t, map[string]string{"msg": "apply started", "id": "p2", "device": "pump1"})
 	if err := syscall.Kill(readPID(t, e.dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.sup.result(t, "p2"); r.Status != mqtt.StatusInDoubt || r.Code != mqtt.CodeInDoubt {
+	if r := e.sup.Wait(t, "p2"); r.Status != mqtt.StatusInDoubt || r.Code != mqtt.CodeInDoubt {
 		t.Fatalf("killed mid-command: %+v, want in_doubt", r)
 	}
 	waitOnline(t, pumpState, false)
@@ -63,7 +62,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Fatalf("older token: %+v, want stale_token", r)
 	}
 
-	plugState := e.sup.watch(t, mqtt.Topics{}.DeviceState("plug1"))
+	plugState := e.sup.Watch(t, mqtt.Topics{}.DeviceState("plug1"))
 	plug.SetOnline(false)
 	waitOnline(t, plugState, false)
 	if r := e.send(t, "plug1", e.cmd("r2", 2, "power", `{"state":"OFF"}`)); r.Code != mqtt.CodeDeviceUnavailable {
@@ -84,7 +83,7 @@ type e2e struct {
 	dir    string
 	signer *fence.Signer
 	rec    *recorder
-	sup    *supervisor
+	sup    *mqtttest.Supervisor
 }
 
 // startAgent starts the agent on broker; user and password (may be empty)
@@ -114,7 +113,7 @@ func startAgent(t *testing.T, broker, user, password string) *e2e {
 		},
 	}
 	e.sup = newSupervisor(t, broker, user)
-	online := e.sup.watch(t, "fencegate/v1/agents/gw1/status")
+	online := e.sup.Watch(t, "fencegate/v1/agents/gw1/status")
 	a, err := agent.New(cfg.WithDefaults(), slog.New(e.rec))
 	if err != nil {
 		t.Fatal(err)
@@ -164,8 +163,7 @@ func (e *e2e) cmd(id string, seq uint64, op, args string) mqtt.Command {
 
 func (e *e2e) send(t *testing.T, device string, c mqtt.Command) mqtt.Result {
 	t.Helper()
-	e.sup.publish(t, device, c)
-	return e.sup.result(t, c.ID)
+	return e.sup.Send(t, device, c)
 }
 
 func (e *e2e) mustApply(t *testing.T, device string, c mqtt.Command) mqtt.Result {
@@ -180,7 +178,7 @@ func (e *e2e) mustApply(t *testing.T, device string, c mqtt.Command) mqtt.Result
 // waitState waits for device's retained state to say online (or not).
 func (e *e2e) waitState(t *testing.T, device string, online bool) {
 	t.Helper()
-	waitOnline(t, e.sup.watch(t, mqtt.Topics{}.DeviceState(device)), online)
+	waitOnline(t, e.sup.Watch(t, mqtt.Topics{}.DeviceState(device)), online)
 }
 
 // waitOnline waits for a state message on ch saying online (or not).
@@ -209,93 +207,14 @@ func waitFor(t *testing.T, ch <-chan []byte, ok func([]byte) bool) {
 	}
 }
 
-// supervisor is a real MQTT client: it sends commands and collects results.
-type supervisor struct {
-	client  paho.Client
-	mu      sync.Mutex // guards results
-	results map[string]chan mqtt.Result
-}
-
 // newSupervisor connects supervisor "sup-a"; with agentUser set (a broker
 // with passwords) it logs in as sup-a with deploy/mosquitto's example
 // password.
-func newSupervisor(t *testing.T, broker, agentUser string) *supervisor {
+func newSupervisor(t *testing.T, broker, agentUser string) *mqtttest.Supervisor {
 	t.Helper()
-	s := &supervisor{results: map[string]chan mqtt.Result{}}
-	user, password := "", ""
+	o := mqtttest.Options{ClientID: "sup-a", Timeout: 30 * time.Second}
 	if agentUser != "" {
-		user, password = "sup-a", "sup-a-example"
+		o.Username, o.Password = "sup-a", "sup-a-example"
 	}
-	ready := make(chan error, 1)
-	opts, err := mqtt.Config{Broker: broker, ClientID: "sup-a", Username: user, Password: password}.ClientOptions(func(c paho.Client) {
-		ready <- mqtt.Wait(c.Subscribe(mqtt.Topics{}.DeviceResults("+"), 1, s.onResult), 10*time.Second)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.client = paho.NewClient(opts)
-	if err := mqtt.Wait(s.client.Connect(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.client.Disconnect(100) })
-	if err := <-ready; err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func (s *supervisor) chanFor(id string) chan mqtt.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.results[id] == nil {
-		s.results[id] = make(chan mqtt.Result, 4)
-	}
-	return s.results[id]
-}
-
-func (s *supervisor) onResult(_ paho.Client, m paho.Message) {
-	var r mqtt.Result
-	if json.Unmarshal(m.Payload(), &r) == nil {
-		s.chanFor(r.ID) <- r
-	}
-}
-
-func (s *supervisor) publish(t *testing.T, device string, c mqtt.Command) {
-	t.Helper()
-	b, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mqtt.Wait(s.client.Publish(mqtt.Topics{}.DeviceCommands(device), 1, false, b), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (s *supervisor) result(t *testing.T, id string) mqtt.Result {
-	t.Helper()
-	select {
-	case r := <-s.chanFor(id):
-		return r
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no result for %s", id)
-		return mqtt.Result{}
-	}
-}
-
-// watch subscribes to topic (retained messages included) until the test
-// ends and returns its payloads.
-func (s *supervisor) watch(t *testing.T, topic string) <-chan []byte {
-	t.Helper()
-	ch := make(chan []byte, 64)
-	tok := s.client.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
-		select {
-		case ch <- m.Payload():
-		default:
-		}
-	})
-	if err := mqtt.Wait(tok, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.client.Unsubscribe(topic) })
-	return ch
+	return mqtttest.NewSupervisor(t, broker, o)
 }

@@ -28,7 +28,7 @@ func TestMosquittoACLKeepsTheAgentTheSolePath(t *testing.T) {
 
 	// The supervisor publishes straight to the controller: the broker acks
 	// (MQTT 3.1.1 has no way to refuse) and drops it.
-	direct := e.sup.client.Publish(relaytest.CommandTopic("plant/relays/plug1"), 1, false, "ON")
+	direct := e.sup.Client().Publish(relaytest.CommandTopic("plant/relays/plug1"), 1, false, "ON")
 	if err := mqtt.Wait(direct, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
