@@ -34,13 +34,19 @@ type client struct {
 	changed chan struct{}
 }
 
-func newClient(t testing.TB, broker, id string) *client {
+// newClient connects a test client. Only a client made with watchGrants
+// subscribes to the grant topics: a wildcard subscription racing a retained
+// publish trips a data race inside the embedded broker (mochi-mqtt issue
+// 200), so clients that do not need grants do not subscribe.
+func newClient(t testing.TB, broker, id string, watchGrants ...bool) *client {
 	cl := &client{replyTo: "test/replies/" + id, waiting: map[string]chan lease.Response{},
 		grants: map[string]string{}, changed: make(chan struct{}, 1)}
 	ready := make(chan struct{})
 	opts, err := mqtt.Config{Broker: broker, ClientID: id}.ClientOptions(func(c paho.Client) {
-		c.Subscribe(cl.replyTo, 1, cl.onReply)
-		tok := c.Subscribe(mqtt.Topics{}.LeaseGrant("+"), 1, cl.onGrant)
+		tok := c.Subscribe(cl.replyTo, 1, cl.onReply)
+		if len(watchGrants) > 0 && watchGrants[0] {
+			tok = c.Subscribe(mqtt.Topics{}.LeaseGrant("+"), 1, cl.onGrant)
+		}
 		go func() { tok.Wait(); close(ready) }()
 	})
 	if err != nil {
@@ -150,7 +156,7 @@ func startEnv(t *testing.T) env {
 	for !srv.Ready() {
 		time.Sleep(5 * time.Millisecond)
 	}
-	cl := newClient(t, b.URL(), "tester")
+	cl := newClient(t, b.URL(), "tester", true)
 	return env{Env: leasetest.Env{Client: cl, Clock: clock, Keys: keys, Announced: cl.announced}, broker: b, store: st, cl: cl}
 }
 

@@ -74,6 +74,17 @@ func (p *publisher) observe(domain string, t fence.Token, ok bool) {
 	}
 }
 
+// domains lists the domains with a known grant.
+func (p *publisher) domains() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.latest))
+	for d := range p.latest {
+		out = append(out, d)
+	}
+	return out
+}
+
 // republishAll marks every known domain for publication again.
 func (p *publisher) republishAll() {
 	p.mu.Lock()

@@ -71,6 +71,9 @@ type Server struct {
 	// when the handler can verify tokens, nil otherwise.
 	verify func(raw string) (fence.Token, error)
 
+	watchMu sync.Mutex      // guards watched
+	watched map[string]bool // domains whose grant topic this connection subscribed
+
 	ctx    context.Context // cancelled by Close: ends waiting acquires
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // dispatcher, handlers and publisher
@@ -104,7 +107,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MQTT.ClientID == "" {
 		cfg.MQTT.ClientID = "fencegate-controller"
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize),
+		watched: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts, err := cfg.MQTT.ClientOptions(s.onConnect)
 	if err != nil {
@@ -122,7 +126,10 @@ func New(cfg Config) (*Server, error) {
 // Announce queues t's wire form for retained publication on its domain's
 // grant topic, unless a newer token of the domain was announced. It never
 // blocks; it is meant as the controller's OnGrant.
-func (s *Server) Announce(t fence.Token) { s.pub.announce(t) }
+func (s *Server) Announce(t fence.Token) {
+	s.pub.announce(t)
+	s.watchGrant(t.Domain)
+}
 
 // TokenVerifier is implemented by handlers that can verify tokens (the
 // lease controller). With one, the server also watches the grant topics and
@@ -164,10 +171,6 @@ func (s *Server) Close() {
 func (s *Server) onConnect(c paho.Client) {
 	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
 	tok := c.Subscribe(s.requestFilter(), 1, s.receive)
-	if s.verify != nil {
-		// Not shared: every replica must see every announcement.
-		c.Subscribe(s.cfg.Topics.LeaseGrant("+"), 1, s.onGrantSeen)
-	}
 	go func() { // waiting here would block paho's connection handling
 		if err := mqtt.Wait(tok, publishTimeout); err != nil {
 			s.log.Error("subscribe failed", "err", err)
@@ -175,16 +178,47 @@ func (s *Server) onConnect(c paho.Client) {
 		}
 		s.subscribed.Store(true)
 	}()
+	s.rewatchGrants()
 	s.pub.republishAll()
 }
 
 // requestFilter is the subscription of lease requests: shared by the
-// replicas of ShareGroup if set.
+// replicas of ShareGroup if set. It also matches the grant topics (so that
+// a request to an unknown op can be answered); handle skips grants.
 func (s *Server) requestFilter() string {
 	if s.cfg.ShareGroup != "" {
 		return "$share/" + s.cfg.ShareGroup + "/" + s.cfg.Topics.AllLeaseOps()
 	}
 	return s.cfg.Topics.AllLeaseOps()
+}
+
+// watchGrant subscribes to domain's grant topic (exact, not shared: every
+// replica sees every announcement) once per connection, if the server
+// verifies grants. Exact topics, not a wildcard: the embedded broker
+// (mochi-mqtt) races when a wildcard subscription scans retained messages
+// while one is being replaced (mochi-mqtt issue 200).
+func (s *Server) watchGrant(domain string) {
+	if s.verify == nil {
+		return
+	}
+	s.watchMu.Lock()
+	seen := s.watched[domain]
+	s.watched[domain] = true
+	s.watchMu.Unlock()
+	if !seen {
+		s.client.Subscribe(s.cfg.Topics.LeaseGrant(domain), 1, s.onGrantSeen)
+	}
+}
+
+// rewatchGrants subscribes again, after a (re)connection, to the grant
+// topics of every domain with a known grant.
+func (s *Server) rewatchGrants() {
+	s.watchMu.Lock()
+	clear(s.watched)
+	s.watchMu.Unlock()
+	for _, d := range s.pub.domains() {
+		s.watchGrant(d)
+	}
 }
 
 // onGrantSeen is the paho callback of the grant topics. It verifies the
@@ -249,7 +283,7 @@ func (s *Server) handle(h Handler, m message) {
 		return
 	}
 	if opName == "grant" {
-		return // our own announcements come back through the wildcard
+		return // announcements (ours and other replicas') come back through the wildcard
 	}
 	req, err := lease.DecodeRequest(m.payload)
 	if err != nil && len(m.payload) <= maxPeekBytes {

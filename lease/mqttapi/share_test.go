@@ -28,7 +28,7 @@ func TestShareGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // registered first: runs after the client's cleanup
 	var handlers [2]counting
 	var servers [2]*mqttapi.Server
 	for i := range servers {
