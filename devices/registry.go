@@ -81,6 +81,12 @@ type Validator interface {
 	Validate() error
 }
 
+// PathValidator is a driver configuration that checks itself and names
+// keys under the path it is given ("devices[0].settings").
+type PathValidator interface {
+	Validate(path string) error
+}
+
 // KeyPrefixer is implemented by configuration errors whose key path can be
 // made absolute ("latency" → "devices[0].settings.latency").
 type KeyPrefixer interface {
@@ -88,17 +94,29 @@ type KeyPrefixer interface {
 }
 
 // DecodeValid decodes the settings into cfg (a pointer to a struct with
-// yaml tags) and validates it. A validation error that is a KeyPrefixer
-// gets the settings' key path in front of its key, so every driver's
-// errors name the key as it stands in the agent's config file.
-func (s Settings) DecodeValid(cfg Validator) error {
+// yaml tags that is a Validator or a PathValidator) and validates it, so
+// that every driver's errors name the key as it stands in the agent's
+// config file: a Validator's error that is a KeyPrefixer gets the settings'
+// path in front of its key; a PathValidator is given the path ("settings"
+// when the settings have none).
+func (s Settings) DecodeValid(cfg any) error {
 	if err := s.Decode(cfg); err != nil {
 		return err
 	}
-	err := cfg.Validate()
-	var kp KeyPrefixer
-	if err != nil && s.Path != "" && errors.As(err, &kp) {
-		kp.PrefixKey(s.Path + ".")
+	switch v := cfg.(type) {
+	case PathValidator:
+		path := s.Path
+		if path == "" {
+			path = "settings"
+		}
+		return v.Validate(path)
+	case Validator:
+		err := v.Validate()
+		var kp KeyPrefixer
+		if err != nil && s.Path != "" && errors.As(err, &kp) {
+			kp.PrefixKey(s.Path + ".")
+		}
+		return err
 	}
-	return err
+	return fmt.Errorf("devices: %T has no Validate method", cfg)
 }

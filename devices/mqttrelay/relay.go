@@ -20,14 +20,7 @@ func init() { devices.Register("mqttrelay", factory) }
 
 func factory(device string, s devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config
-	if err := s.Decode(&cfg); err != nil {
-		return nil, err
-	}
-	prefix := s.Path
-	if prefix == "" {
-		prefix = "settings"
-	}
-	if err := cfg.Validate(prefix); err != nil {
+	if err := s.DecodeValid(&cfg); err != nil {
 		return nil, err
 	}
 	return Open(device, cfg, s.Broker, log)
