@@ -156,7 +156,7 @@ func (c *connection) commandHandler(d *device) paho.MessageHandler {
 }
 
 func (c *connection) busy(d *device, m paho.Message) {
-	topic := c.a.env.topics.DeviceResults(d.id)
+	topic := d.resultsTopic
 	if rt := looseReplyTo(m.Payload()); validReplyTo(rt) == nil {
 		topic = rt
 	}

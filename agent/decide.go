@@ -18,7 +18,7 @@ import (
 // command gets an answer; the MQTT message is acknowledged once the answer
 // is decided durably (or needs no durability: a rejection changes nothing).
 func (d *device) decide(in inbound) {
-	d.env.m.queueDepth.WithLabelValues(d.id).Set(float64(len(d.inbox)))
+	d.queueDepth.Set(float64(len(d.inbox)))
 	if in.grant != nil {
 		d.raiseTo(*in.grant)
 		return
@@ -89,16 +89,13 @@ func (d *device) replayResult(p pending, rec persist.Record) {
 // checks domain, op and deadline. A non-nil result is the rejection to send
 // (to p.replyTo, which is always set).
 func (d *device) check(payload []byte) (pending, *mqtt.Result) {
-	p := pending{replyTo: d.env.topics.DeviceResults(d.id)}
+	p := pending{replyTo: d.resultsTopic}
 	if len(payload) > d.env.maxPayload {
-		return p, d.badRequest(looseID(payload), fmt.Sprintf("payload is %d bytes, at most %d", len(payload), d.env.maxPayload))
-	}
-	if rt := looseReplyTo(payload); validReplyTo(rt) == nil {
-		p.replyTo = rt
+		return d.undecodable(payload, fmt.Sprintf("payload is %d bytes, at most %d", len(payload), d.env.maxPayload))
 	}
 	cmd, err := decodeCommand(payload)
 	if err != nil {
-		return p, d.badRequest(looseID(payload), err.Error())
+		return d.undecodable(payload, err.Error())
 	}
 	p.cmd = cmd
 	if cmd.ReplyTo != "" {
@@ -121,8 +118,15 @@ func (d *device) check(payload []byte) (pending, *mqtt.Result) {
 	return p, nil
 }
 
-func (d *device) badRequest(id, msg string) *mqtt.Result {
-	return ptr(d.reject(id, mqtt.CodeBadRequest, msg))
+// undecodable rejects a payload that failed strict decoding: its id and
+// reply_to are looked for loosely (only on this path: a well-formed command
+// is parsed once), so the answer reaches the sender where it can.
+func (d *device) undecodable(payload []byte, msg string) (pending, *mqtt.Result) {
+	p := pending{replyTo: d.resultsTopic}
+	if rt := looseReplyTo(payload); validReplyTo(rt) == nil {
+		p.replyTo = rt
+	}
+	return p, ptr(d.reject(looseID(payload), mqtt.CodeBadRequest, msg))
 }
 
 func ptr[T any](v T) *T { return &v }

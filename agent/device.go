@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
@@ -24,6 +26,9 @@ type device struct {
 
 	inbox  chan inbound // MQTT callback and grant router → decide
 	applyQ chan pending // decide → apply, in accept order
+
+	resultsTopic string           // default reply topic
+	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
 
 	mu        sync.Mutex  // guards fence, last and available
 	fence     fence.Token // mirror of the stored fence, for replies and state
@@ -66,7 +71,8 @@ type pending struct {
 
 func newDevice(cfg DeviceConfig, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
 	return &device{id: cfg.ID, domain: cfg.Domain, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
-		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true}
+		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true,
+		resultsTopic: e.topics.DeviceResults(cfg.ID), queueDepth: e.m.queueDepth.WithLabelValues(cfg.ID)}
 }
 
 // run runs both stages until stop is closed, then drains what is queued and
