@@ -8,13 +8,20 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// renew extends the live lease req.Token names, keeping its token.
-func (c *Controller) renew(ctx context.Context, name string, req Request) (Response, error) {
+// lockFor verifies the token req names and locks its domain; on error
+// nothing is locked.
+func (c *Controller) lockFor(ctx context.Context, name string, req Request) (fence.Token, *domain, error) {
 	tok, err := c.verify(name, req)
 	if err != nil {
-		return Response{}, err
+		return fence.Token{}, nil, err
 	}
 	d, err := c.lock(ctx, name)
+	return tok, d, err
+}
+
+// renew extends the live lease req.Token names, keeping its token.
+func (c *Controller) renew(ctx context.Context, name string, req Request) (Response, error) {
+	tok, d, err := c.lockFor(ctx, name, req)
 	if err != nil {
 		return Response{}, err
 	}
@@ -46,11 +53,7 @@ func (c *Controller) renew(ctx context.Context, name string, req Request) (Respo
 // release ends the lease req.Token names, expired or not, and wakes
 // waiting acquires.
 func (c *Controller) release(ctx context.Context, name string, req Request) (Response, error) {
-	tok, err := c.verify(name, req)
-	if err != nil {
-		return Response{}, err
-	}
-	d, err := c.lock(ctx, name)
+	tok, d, err := c.lockFor(ctx, name, req)
 	if err != nil {
 		return Response{}, err
 	}
