@@ -68,3 +68,17 @@ func (c Capabilities) Supports(op string) bool {
 type AvailabilityReporter interface {
 	OnAvailability(handler func(available bool, reason string))
 }
+
+// MaxOutputBytes caps the output of one command, for every driver: a larger
+// output is dropped and the command reported device_error (the command did
+// reach the device; the message says so). Drivers should stay well below it.
+const MaxOutputBytes = 64 << 10
+
+// TopicPublisher is implemented by drivers that publish MQTT messages of
+// their own (e.g. an MQTT relay writing a controller's command topic). The
+// agent never publishes a reply to a topic matching one of these filters, so
+// a sender's reply_to cannot drive the device around the fence. The answer
+// does not change while the driver is open.
+type TopicPublisher interface {
+	PublishedTopics() []string
+}
