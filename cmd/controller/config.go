@@ -72,27 +72,49 @@ func loadConfigFile(path string) (Config, error) {
 	return cfg, nil
 }
 
-// Validate checks the configuration; errors name the key and the value.
+// Validate checks the configuration, one check after the other (every
+// check applies to every store); errors name the key and the value.
 func (c Config) Validate() error {
-	switch {
-	case c.Store != "" && c.Store != storeBolt && c.Store != storeEtcd:
-		return fmt.Errorf("store (--store): %q is not bbolt or etcd", c.Store)
-	case c.Store == storeEtcd:
-		if err := c.Etcd.Validate("etcd"); err != nil {
+	for _, check := range []func() error{c.validateStore, c.validateServe, c.validateLevel, c.validateMQTT} {
+		if err := check(); err != nil {
 			return err
 		}
-	case c.DataDir == "":
-		return errors.New("data_dir (--data-dir) is required")
-	case c.Key == "":
+	}
+	return nil
+}
+
+// validateStore checks store and what it needs: etcd its cluster, bbolt
+// data_dir.
+func (c Config) validateStore() error {
+	switch c.Store {
+	case "", storeBolt:
+		if c.DataDir == "" {
+			return errors.New("data_dir (--data-dir) is required")
+		}
+		return nil
+	case storeEtcd:
+		return c.Etcd.Validate("etcd")
+	}
+	return fmt.Errorf("store (--store): %q is not bbolt or etcd", c.Store)
+}
+
+// validateServe checks the key and that there is an API to serve.
+func (c Config) validateServe() error {
+	if c.Key == "" {
 		return errors.New("key (--key) is required")
-	case c.HTTP == "" && c.MQTT.Broker == "" && c.EmbeddedBroker == "":
+	}
+	if c.HTTP == "" && c.MQTT.Broker == "" && c.EmbeddedBroker == "" {
 		return errors.New("nothing to serve: set http (--http), mqtt.broker (--mqtt) or embedded_broker (--embedded-broker)")
 	}
-	if _, err := c.level(); err != nil {
-		return err
-	}
-	return c.MQTT.Validate("mqtt")
+	return nil
 }
+
+func (c Config) validateLevel() error {
+	_, err := c.level()
+	return err
+}
+
+func (c Config) validateMQTT() error { return c.MQTT.Validate("mqtt") }
 
 // withStoreDefaults fills in what the etcd store implies: a share group
 // and an MQTT client id unique to this process (replicas must not take
