@@ -66,6 +66,13 @@ func TestConfigFile(t *testing.T) {
 		{name: "bad level", yaml: "data_dir: x\nkey: k\nhttp: :1\nlog_level: loud\n", wantErr: "log_level"},
 		{name: "bad broker", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: http://x:1\n", wantErr: "mqtt.broker"},
 		{name: "nothing to serve", yaml: "data_dir: x\nkey: k\n", wantErr: "nothing to serve"},
+		{name: "reply prefix with wildcard", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [ok/, bad/#]\n",
+			wantErr: `mqtt.reply_prefixes[1] (--mqtt-reply-prefix): lease: invalid config: reply prefix "bad/#"`},
+		{name: "reply prefixes", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [site/replies/]\n",
+			flags: []string{"--mqtt-reply-prefix", "a/", "--mqtt-reply-prefix", "b/"},
+			check: func(c Config) bool {
+				return c.MQTT.Broker == "tcp://x:1" && len(c.MQTT.ReplyPrefixes) == 2 && c.MQTT.ReplyPrefixes[1] == "b/"
+			}},
 		{name: "flags override", yaml: "data_dir: x\nkey: k\nhttp: 127.0.0.1:1\nmqtt:\n  keep_alive: 5s\n",
 			flags: []string{"--http", "127.0.0.1:2"},
 			check: func(c Config) bool {

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fencegate/fencegate/lease/etcdstore"
+	"github.com/fencegate/fencegate/lease/mqttapi"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -48,13 +49,37 @@ type Config struct {
 	// EmbeddedBroker starts an in-process MQTT broker on this address and,
 	// unless mqtt.broker is set, serves the MQTT API through it.
 	EmbeddedBroker string `yaml:"embedded_broker"`
-	// MQTT is the broker connection. Empty broker (and no embedded broker):
-	// no MQTT API.
-	MQTT mqtt.Config `yaml:"mqtt"`
+	// MQTT is the broker connection and where responses may go. Empty
+	// broker (and no embedded broker): no MQTT API.
+	MQTT MQTTConfig `yaml:"mqtt"`
 	// TopicPrefix is the protocol topic prefix. Default "fencegate/v1".
 	TopicPrefix string `yaml:"topic_prefix"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `yaml:"log_level"`
+}
+
+// MQTTConfig is the controller's mqtt: block: the broker connection and
+// the reply prefixes.
+type MQTTConfig struct {
+	mqtt.Config `yaml:",inline"`
+	// ReplyPrefixes are topic prefixes lease responses may be published
+	// under besides the reply namespace {topic_prefix}/replies/, which is
+	// always allowed. No wildcards, no $ topics.
+	ReplyPrefixes []string `yaml:"reply_prefixes"`
+}
+
+// Validate checks the connection and every reply prefix; errors name the
+// key (under prefix) and the value.
+func (c MQTTConfig) Validate(prefix string) error {
+	if err := c.Config.Validate(prefix); err != nil {
+		return err
+	}
+	for i, p := range c.ReplyPrefixes {
+		if err := mqttapi.CheckReplyPrefix(p); err != nil {
+			return fmt.Errorf("%s.reply_prefixes[%d] (--mqtt-reply-prefix): %w", prefix, i, err)
+		}
+	}
+	return nil
 }
 
 // loadConfigFile reads a YAML config; unknown keys are errors naming the key.

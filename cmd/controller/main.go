@@ -126,6 +126,10 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 	fs.StringVar(&flags.MQTT.TLS.CA, "mqtt-ca", "", "PEM CA bundle to verify the broker")
 	fs.StringVar(&flags.MQTT.TLS.Cert, "mqtt-cert", "", "PEM client certificate")
 	fs.StringVar(&flags.MQTT.TLS.Key, "mqtt-key", "", "PEM client certificate key")
+	fs.Func("mqtt-reply-prefix", "a further topic prefix lease responses may go to (repeatable; fencegate/v1/replies/ always)", func(v string) error {
+		flags.MQTT.ReplyPrefixes = append(flags.MQTT.ReplyPrefixes, v)
+		return nil
+	})
 	fs.StringVar(&flags.TopicPrefix, "topic-prefix", "", "MQTT topic prefix (default fencegate/v1)")
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	if err := parseAll(fs, args); err != nil {
@@ -148,18 +152,19 @@ func overlay(cfg *Config, flags Config, name string) {
 	set := map[string]func(){
 		"data-dir": func() { cfg.DataDir = flags.DataDir }, "key": func() { cfg.Key = flags.Key },
 		"generate-key": func() { cfg.GenerateKey = flags.GenerateKey }, "http": func() { cfg.HTTP = flags.HTTP },
-		"embedded-broker":  func() { cfg.EmbeddedBroker = flags.EmbeddedBroker },
-		"mqtt":             func() { cfg.MQTT.Broker = flags.MQTT.Broker },
-		"mqtt-client-id":   func() { cfg.MQTT.ClientID = flags.MQTT.ClientID },
-		"mqtt-username":    func() { cfg.MQTT.Username = flags.MQTT.Username },
-		"mqtt-password":    func() { cfg.MQTT.Password = flags.MQTT.Password },
-		"mqtt-ca":          func() { cfg.MQTT.TLS.CA = flags.MQTT.TLS.CA },
-		"mqtt-cert":        func() { cfg.MQTT.TLS.Cert = flags.MQTT.TLS.Cert },
-		"mqtt-key":         func() { cfg.MQTT.TLS.Key = flags.MQTT.TLS.Key },
-		"topic-prefix":     func() { cfg.TopicPrefix = flags.TopicPrefix },
-		"log-level":        func() { cfg.LogLevel = flags.LogLevel },
-		"store":            func() { cfg.Store = flags.Store },
-		"mqtt-share-group": func() { cfg.MQTTShareGroup = flags.MQTTShareGroup },
+		"embedded-broker":   func() { cfg.EmbeddedBroker = flags.EmbeddedBroker },
+		"mqtt":              func() { cfg.MQTT.Broker = flags.MQTT.Broker },
+		"mqtt-client-id":    func() { cfg.MQTT.ClientID = flags.MQTT.ClientID },
+		"mqtt-username":     func() { cfg.MQTT.Username = flags.MQTT.Username },
+		"mqtt-password":     func() { cfg.MQTT.Password = flags.MQTT.Password },
+		"mqtt-ca":           func() { cfg.MQTT.TLS.CA = flags.MQTT.TLS.CA },
+		"mqtt-cert":         func() { cfg.MQTT.TLS.Cert = flags.MQTT.TLS.Cert },
+		"mqtt-key":          func() { cfg.MQTT.TLS.Key = flags.MQTT.TLS.Key },
+		"mqtt-reply-prefix": func() { cfg.MQTT.ReplyPrefixes = flags.MQTT.ReplyPrefixes },
+		"topic-prefix":      func() { cfg.TopicPrefix = flags.TopicPrefix },
+		"log-level":         func() { cfg.LogLevel = flags.LogLevel },
+		"store":             func() { cfg.Store = flags.Store },
+		"mqtt-share-group":  func() { cfg.MQTTShareGroup = flags.MQTTShareGroup },
 	}
 	if f, ok := set[name]; ok {
 		f()

@@ -145,8 +145,8 @@ func (c *components) startMQTT(cfg Config) error {
 	if cfg.MQTT.Broker == "" {
 		return nil
 	}
-	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT, Topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log,
-		ShareGroup: cfg.MQTTShareGroup})
+	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT.Config, Topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log,
+		ShareGroup: cfg.MQTTShareGroup, ReplyPrefixes: cfg.MQTT.ReplyPrefixes})
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ type client struct {
 // publish trips a data race inside the embedded broker (mochi-mqtt issue
 // 200), so clients that do not need grants do not subscribe.
 func newClient(t testing.TB, broker, id string, watchGrants ...bool) *client {
-	cl := &client{replyTo: "test/replies/" + id, waiting: map[string]chan lease.Response{},
+	cl := &client{replyTo: mqtt.Topics{}.ReplyTopic(id), waiting: map[string]chan lease.Response{},
 		grants: map[string]string{}, changed: make(chan struct{}, 1)}
 	ready := make(chan struct{})
 	opts, err := mqtt.Config{Broker: broker, ClientID: id}.ClientOptions(func(c paho.Client) {

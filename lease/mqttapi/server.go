@@ -27,7 +27,6 @@ const (
 	// maxPeekBytes bounds the payload searched for a reply_to after it was
 	// rejected.
 	maxPeekBytes = 1 << 20
-	maxTopicLen  = 1024
 )
 
 // Handler runs one lease operation; *lease.Controller implements it. It is
@@ -54,6 +53,39 @@ type Config struct {
 	// the group instead of to all of them (mochi and Mosquitto support it
 	// for MQTT 3.1.1 clients). Replicas need distinct client ids.
 	ShareGroup string
+	// ReplyPrefixes are topic prefixes where responses may go besides the
+	// reply namespace Topics.Replies() (fencegate/v1/replies/), which is
+	// always allowed. Each must pass CheckReplyPrefix. A reply_to outside
+	// them, a $ topic or a protocol topic is never published to
+	// (mqtt.ReplyRule): the request is logged and not answered.
+	ReplyPrefixes []string
+}
+
+// CheckReplyPrefix returns nil if p can be an allowed reply prefix: not
+// empty, no wildcard or NUL, not a $ topic, at most mqtt.MaxReplyTopicBytes.
+func CheckReplyPrefix(p string) error {
+	switch {
+	case p == "" || len(p) > mqtt.MaxReplyTopicBytes:
+		return fmt.Errorf("%w: reply prefix %q must be 1..%d bytes", lease.ErrConfig, p, mqtt.MaxReplyTopicBytes)
+	case strings.ContainsAny(p, "+#\x00"):
+		return fmt.Errorf("%w: reply prefix %q has a wildcard or NUL", lease.ErrConfig, p)
+	case strings.HasPrefix(p, "$"):
+		return fmt.Errorf("%w: reply prefix %q is a $ topic", lease.ErrConfig, p)
+	}
+	return nil
+}
+
+// replyRule is the rule of where responses may go: the reply namespace and
+// cfg's further prefixes.
+func (cfg Config) replyRule() (mqtt.ReplyRule, error) {
+	prefixes := []string{cfg.Topics.Replies()}
+	for _, p := range cfg.ReplyPrefixes {
+		if err := CheckReplyPrefix(p); err != nil {
+			return mqtt.ReplyRule{}, err
+		}
+		prefixes = append(prefixes, p)
+	}
+	return mqtt.ReplyRule{Topics: cfg.Topics, Prefixes: prefixes}, nil
 }
 
 // Server is the MQTT front of a lease controller. Create it with New, hand
@@ -64,6 +96,7 @@ type Server struct {
 	client paho.Client
 	pub    *publisher
 	queue  chan message
+	rule   mqtt.ReplyRule // where responses may go
 
 	subscribed atomic.Bool // set when the request subscription is in place
 
@@ -107,8 +140,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MQTT.ClientID == "" {
 		cfg.MQTT.ClientID = "fencegate-controller"
 	}
+	rule, err := cfg.replyRule()
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize),
-		watched: map[string]bool{}}
+		rule: rule, watched: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts, err := cfg.MQTT.ClientOptions(s.onConnect)
 	if err != nil {
@@ -289,7 +326,8 @@ func (s *Server) handle(h Handler, m message) {
 	if err != nil && len(m.payload) <= maxPeekBytes {
 		req.RequestID, req.ReplyTo = lease.PeekReply(m.payload)
 	}
-	if rerr := s.checkReplyTo(req.ReplyTo); rerr != nil {
+	if rerr := s.rule.Check(req.ReplyTo); rerr != nil {
+		// No safe topic to answer on; a well-formed request is not run.
 		s.log.Warn("bad request, no reply possible", "topic", m.topic, "err", errors.Join(err, rerr))
 		return
 	}
@@ -305,21 +343,6 @@ func (s *Server) handle(h Handler, m message) {
 		s.log.Warn("bad request", "topic", m.topic, "request_id", req.RequestID, "err", resp.Message)
 	}
 	s.reply(req.ReplyTo, resp)
-}
-
-// checkReplyTo accepts a topic a response can be published to: not empty,
-// no wildcards, not a $SYS topic and not one of our own lease topics.
-func (s *Server) checkReplyTo(t string) error {
-	switch {
-	case t == "":
-		return fmt.Errorf("%w: reply_to is missing", lease.ErrBadRequest)
-	case len(t) > maxTopicLen || strings.ContainsAny(t, "+#\x00") || strings.HasPrefix(t, "$"):
-		return fmt.Errorf("%w: reply_to %.64q is not a topic to publish to", lease.ErrBadRequest, t)
-	}
-	if _, _, err := s.cfg.Topics.ParseLeaseTopic(t); err == nil {
-		return fmt.Errorf("%w: reply_to %q is a lease topic", lease.ErrBadRequest, t)
-	}
-	return nil
 }
 
 func (s *Server) reply(topic string, resp lease.Response) {
