@@ -21,8 +21,8 @@ import (
 type logLines struct{ ch chan string }
 
 func (l logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l logLines) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l logLines) WithGroup(string) slog.Handler           { return l }
+func (l logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l logLines) WithGroup(string) slog.Handler            { return l }
 func (l logLines) Handle(_ context.Context, r slog.Record) error {
 	line := r.Message
 	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
@@ -98,4 +98,3 @@ func awaitRefusal(t *testing.T, logs <-chan string, seen <-chan string, v string
 		}
 	}
 }
-
