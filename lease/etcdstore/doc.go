@@ -6,6 +6,8 @@
 //
 //	{prefix}epoch            decimal uint64, set once on first Open and raised only by BumpEpoch
 //	{prefix}domains/{domain} JSON lease.Record; its Version is the key's etcd ModRevision
+//	{prefix}cluster          "{epoch} {cluster id, hex}": the cluster the epoch was first used on,
+//	                         or "{epoch} restored" once a replica saw the revision go back
 //
 // Put is one etcd transaction: If(ModRevision(record) = Version AND
 // Value(epoch) = the epoch read at Open) Then Put(record). The first
@@ -17,6 +19,20 @@
 // restarted on the new epoch. A successful Put has been committed by a
 // quorum before it returns, so the new high-water mark is durable before
 // the controller hands out the token (I1).
+//
+// A restore from a snapshot without the epoch bump would make the store
+// reissue the seqs granted after the snapshot under the same epoch (agents
+// then reject every new grant as a forgery). The store refuses to grant
+// instead, with ErrRestored naming `controller epoch-bump`, when it sees
+// the restore: Open fails if the cluster marker binds the current epoch to
+// another cluster id (a restore with a new cluster token, as etcdutl does
+// by default) or is marked restored; a running Store checks every response
+// (cluster id unchanged, revision not below the highest one seen before the
+// request was sent), and on a mismatch fails for good (Err) and marks the
+// epoch restored, so that stores opened later refuse too. A bump changes
+// the epoch, so the next Open binds the new epoch to the cluster. A
+// restore that keeps the cluster id, with no replica running across it,
+// cannot be seen from etcd alone: the bump stays part of every restore.
 //
 // Expiry is not kept in etcd (no etcd leases, no stored deadlines): the
 // store is lease.Shared, so every replica re-reads a record before acting

@@ -14,6 +14,11 @@ var (
 	ErrNoEpoch = errors.New("etcdstore: no lease store at prefix (no epoch key)")
 	// ErrCorruptEpoch: the epoch key does not hold a decimal uint64 > 0.
 	ErrCorruptEpoch = errors.New("etcdstore: corrupt epoch")
+	// ErrRestored: the cluster was restored from a snapshot (its cluster
+	// id changed, or its revision went back) and the epoch was not bumped
+	// since: granting would reissue seqs of the lost timeline. The store
+	// grants nothing until `controller epoch-bump` has run; then reopen it.
+	ErrRestored = errors.New("etcdstore: cluster restored without an epoch bump; run `controller epoch-bump` before granting")
 	// ErrConfig: a Config cannot work; the message names the key.
 	ErrConfig = errors.New("etcdstore: invalid config")
 )

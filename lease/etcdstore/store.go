@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencegate/fencegate/lease"
@@ -35,8 +38,10 @@ type Store struct {
 	timeout time.Duration
 	epoch   uint64
 	epochV  string // the epoch key's value, compared in every Put
+	cluster uint64 // the etcd cluster id seen at Open
 
-	failed atomic.Pointer[error] // ErrEpochChanged once a Put found it
+	rev    atomic.Int64          // the highest etcd revision any response carried
+	failed atomic.Pointer[error] // ErrEpochChanged or ErrRestored once found
 	closed atomic.Bool
 }
 
@@ -86,24 +91,126 @@ func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error
 	return s, nil
 }
 
+// openTries bounds Open's attempts to bind the cluster marker when other
+// replicas open (or a bump runs) at the same moment.
+const openTries = 5
+
 // initEpoch reads the epoch, or creates it as created's Unix ms if no
-// replica did first.
+// replica did first, and checks (or sets) the cluster marker; see
+// checkMarker.
 func (s *Store) initEpoch(ctx context.Context, created time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	k := s.keys.epoch()
 	fresh := strconv.FormatUint(uint64(max(created.UnixMilli(), 1)), 10)
-	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, fresh)).Else(clientv3.OpGet(k)).Commit()
-	if err != nil {
-		return fmt.Errorf("open: epoch: %w", err)
+	for range openTries {
+		marker, err := s.readEpoch(ctx, fresh)
+		if err != nil {
+			return err
+		}
+		if done, err := s.checkMarker(ctx, marker); done || err != nil {
+			return err
+		}
 	}
+	return fmt.Errorf("open: cluster marker: %w", lease.ErrConflict)
+}
+
+// readEpoch reads (or creates) the epoch and reads the cluster marker in
+// one transaction; it sets epochV, epoch and cluster and returns the
+// marker (nil if absent).
+func (s *Store) readEpoch(ctx context.Context, fresh string) (*mvccpb.KeyValue, error) {
+	k, m := s.keys.epoch(), s.keys.cluster()
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, fresh), clientv3.OpGet(m)).Else(clientv3.OpGet(k), clientv3.OpGet(m)).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("open: epoch: %w", err)
+	}
+	s.cluster = resp.Header.ClusterId
+	s.rev.Store(resp.Header.Revision)
 	s.epochV = fresh
 	if !resp.Succeeded {
 		s.epochV = string(resp.Responses[0].GetResponseRange().Kvs[0].Value)
 	}
-	s.epoch, err = parseEpoch(s.epochV)
-	return err
+	if s.epoch, err = parseEpoch(s.epochV); err != nil {
+		return nil, err
+	}
+	return firstKV(resp.Responses[1].GetResponseRange()), nil
+}
+
+func firstKV(r *etcdserverpb.RangeResponse) *mvccpb.KeyValue {
+	if len(r.GetKvs()) == 0 {
+		return nil
+	}
+	return r.Kvs[0]
+}
+
+// checkMarker compares the cluster marker with the epoch and cluster just
+// read. A marker of this epoch must name this cluster: one naming another
+// cluster, or one a replica marked restored, means the cluster was
+// restored without a bump (ErrRestored). A marker of an older epoch (a bump
+// since) or none is replaced by one binding the epoch to this cluster;
+// done is false if another writer came first (read again).
+func (s *Store) checkMarker(ctx context.Context, marker *mvccpb.KeyValue) (done bool, err error) {
+	bound := s.epochV + " " + strconv.FormatUint(s.cluster, 16)
+	var modRev int64
+	if marker != nil {
+		epochV, cluster, _ := strings.Cut(string(marker.Value), " ")
+		switch {
+		case string(marker.Value) == bound:
+			return true, nil
+		case epochV == s.epochV && cluster == markRestored:
+			return false, fmt.Errorf("open: %w: a replica saw the revision go back at epoch %s", ErrRestored, s.epochV)
+		case epochV == s.epochV:
+			return false, fmt.Errorf("open: %w: epoch %s was bound to cluster id %s, this cluster is %x", ErrRestored, s.epochV, cluster, s.cluster)
+		}
+		modRev = marker.ModRevision
+	}
+	floor := s.rev.Load()
+	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(s.keys.epoch()), "=", s.epochV),
+		clientv3.Compare(clientv3.ModRevision(s.keys.cluster()), "=", modRev)).
+		Then(clientv3.OpPut(s.keys.cluster(), bound)).Commit()
+	if err != nil {
+		return false, fmt.Errorf("open: cluster marker: %w", err)
+	}
+	return resp.Succeeded, s.observe(ctx, resp.Header.ClusterId, resp.Header.Revision, floor)
+}
+
+// markRestored replaces the cluster id in a marker that a replica found
+// restored (the revision went back under the same cluster id).
+const markRestored = "restored"
+
+// observe checks the header of a response to a request sent when the
+// highest revision seen was floor: the same cluster, and a revision not
+// below floor (every etcd request of the store is linearizable, so a
+// response never shows less than one received before the request was
+// sent). Otherwise the cluster was restored under the running store: it
+// fails for good with ErrRestored and marks the store in etcd so that
+// stores opened later refuse too.
+func (s *Store) observe(ctx context.Context, cluster uint64, rev, floor int64) error {
+	switch {
+	case cluster != s.cluster:
+		return s.restored(ctx, fmt.Sprintf("the cluster id changed from %x to %x", s.cluster, cluster))
+	case rev < floor:
+		return s.restored(ctx, fmt.Sprintf("the revision went back from %d to %d", floor, rev))
+	}
+	for cur := s.rev.Load(); rev > cur && !s.rev.CompareAndSwap(cur, rev); cur = s.rev.Load() {
+	}
+	return nil
+}
+
+// restored ends the store with ErrRestored and marks the epoch restored in
+// etcd (unless it was bumped meanwhile), with a fresh bounded context: the
+// mark outlives ctx's cancellation.
+func (s *Store) restored(ctx context.Context, why string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	_, merr := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(s.keys.epoch()), "=", s.epochV)).
+		Then(clientv3.OpPut(s.keys.cluster(), s.epochV+" "+markRestored)).Commit()
+	err := fmt.Errorf("%w: %s since the store was opened at epoch %s", ErrRestored, why, s.epochV)
+	if merr != nil {
+		err = fmt.Errorf("%w (marking the store restored in etcd failed: %v)", err, merr)
+	}
+	s.failed.CompareAndSwap(nil, &err)
+	return *s.failed.Load()
 }
 
 // Epoch returns the epoch read (or created) at Open.
@@ -119,8 +226,12 @@ func (s *Store) Load(ctx context.Context, domain string) (lease.Record, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	floor := s.rev.Load()
 	resp, err := s.cli.Get(ctx, s.keys.domain(domain))
 	if err != nil {
+		return lease.Record{}, fmt.Errorf("load %s: %w", domain, err)
+	}
+	if err := s.observe(ctx, resp.Header.ClusterId, resp.Header.Revision, floor); err != nil {
 		return lease.Record{}, fmt.Errorf("load %s: %w", domain, err)
 	}
 	if len(resp.Kvs) == 0 {
@@ -149,11 +260,15 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
 	k := s.keys.domain(domain)
+	floor := s.rev.Load()
 	resp, err := s.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(k), "=", int64(rec.Version)),
 		clientv3.Compare(clientv3.Value(s.keys.epoch()), "=", s.epochV),
 	).Then(clientv3.OpPut(k, val)).Else(clientv3.OpGet(s.keys.epoch())).Commit()
 	if err != nil {
+		return lease.Record{}, fmt.Errorf("put %s: %w", domain, err)
+	}
+	if err := s.observe(ctx, resp.Header.ClusterId, resp.Header.Revision, floor); err != nil {
 		return lease.Record{}, fmt.Errorf("put %s: %w", domain, err)
 	}
 	if !resp.Succeeded {
@@ -216,6 +331,7 @@ func (s *Store) Close() error {
 type keys struct{ prefix string }
 
 func (k keys) epoch() string             { return k.prefix + "epoch" }
+func (k keys) cluster() string           { return k.prefix + "cluster" }
 func (k keys) domain(name string) string { return k.prefix + "domains/" + name }
 
 // encode stores rec without its Version (the key's ModRevision is).

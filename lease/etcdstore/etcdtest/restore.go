@@ -36,12 +36,27 @@ func saveSnapshot(ctx context.Context, cli *clientv3.Client, path string) error 
 
 // Restore stops every member, restores snapshotPath into fresh data
 // directories as `etcdutl snapshot restore` does for each member (a new
-// cluster token, the same URLs), and starts the restored cluster. With
-// revisionBump 0 the revisions go back to the snapshot's.
+// cluster token, so a new cluster id; the same URLs), and starts the
+// restored cluster. With revisionBump 0 the revisions go back to the
+// snapshot's.
 func (c *Cluster) Restore(snapshotPath string, revisionBump uint64) {
 	c.t.Helper()
-	c.StopAll()
 	c.token += "-restored"
+	c.restore(snapshotPath, revisionBump)
+}
+
+// RestoreKeepingID is Restore with the cluster's own token: with the same
+// peer URLs the restored cluster has the same member and cluster ids (what
+// an operator gets who restores with the original --initial-cluster-token),
+// so only the revision going back shows the restore.
+func (c *Cluster) RestoreKeepingID(snapshotPath string) {
+	c.t.Helper()
+	c.restore(snapshotPath, 0)
+}
+
+func (c *Cluster) restore(snapshotPath string, revisionBump uint64) {
+	c.t.Helper()
+	c.StopAll()
 	base := c.t.TempDir()
 	for _, m := range c.members {
 		m.dir = filepath.Join(base, m.name)
