@@ -16,7 +16,7 @@ import (
 //	SET <ch> <v>    → OK          (ch 1..7, v a word; channel 8 is read-only)
 //	GET? <ch>       → VAL <ch> <v>
 //	PULSE <ch> <ms> → OK          (ms 0..60000, held before the reply)
-//	anything else   → ERR <code> <message>
+//	anything else   → ERR <code> <message> (a line of blanks too)
 //
 // Garbage lines get no answer.
 func (fw *firmware) handleLine(m serial.Msg) ([]byte, time.Duration) {
@@ -35,6 +35,9 @@ func (fw *firmware) handleLine(m serial.Msg) ([]byte, time.Duration) {
 }
 
 func (fw *firmware) lineLocked(f []string) (reply string, hold time.Duration, applied bool) {
+	if len(f) == 0 {
+		return "ERR -100 empty command", 0, false
+	}
 	cmd := strings.ToUpper(f[0])
 	if cmd == "*IDN?" {
 		return "FENCEGATE,SIMFW,0,1", 0, false
