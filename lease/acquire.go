@@ -18,73 +18,130 @@ const (
 )
 
 // acquire grants name to req.Holder, waiting up to req.WaitMs while another
-// holder has it.
+// holder has it. Waiting acquires are served first come, first served: a
+// free domain goes to the oldest waiter, and a new acquire does not pass
+// the queue.
 func (c *Controller) acquire(ctx context.Context, name string, req Request) (Response, error) {
-	resp, freed, err := c.tryAcquire(ctx, name, req)
-	if err != nil || resp.Code != CodeHeld || req.WaitMs == 0 {
+	d, err := c.ref(name, true)
+	if err != nil {
+		return Response{}, err
+	}
+	defer c.unref(name, d)
+	w := &waiter{join: req.WaitMs > 0 && c.takeWaiterSlot()}
+	if w.join {
+		defer func() { <-c.waiters }()
+	}
+	resp, changed, err := c.tryAcquire(ctx, name, d, req, w)
+	if err != nil || resp.Code != CodeHeld || !w.join {
 		return resp, err
 	}
+	return c.wait(ctx, name, d, req, w, resp, changed)
+}
+
+// takeWaiterSlot reserves room for one more waiting acquire; false when
+// MaxWaiters wait already (the acquire is then answered at once).
+func (c *Controller) takeWaiterSlot() bool {
 	select {
 	case c.waiters <- struct{}{}:
-		defer func() { <-c.waiters }()
+		return true
 	default:
-		return resp, nil // too many waiters: answer now
+		return false
 	}
+}
+
+// waiter is an acquire's place in its domain's queue.
+type waiter struct {
+	join   bool   // join the queue when the domain is held
+	ticket uint64 // place in the queue; 0: not queued
+}
+
+// wait retries a held acquire whenever the domain changes or its lease
+// should have expired, until it is granted, req.WaitMs has passed or ctx
+// ends; it leaves the queue on return.
+func (c *Controller) wait(ctx context.Context, name string, d *domain, req Request, w *waiter, resp Response, changed <-chan struct{}) (Response, error) {
+	defer c.leave(d, w)
 	end := c.clock.Now().Add(msDuration(req.WaitMs))
+	var err error
 	for resp.Code == CodeHeld {
 		left := end.Sub(c.clock.Now())
 		if left <= 0 {
 			return resp, nil
 		}
 		select {
-		case <-freed:
-		case <-c.clock.After(c.nextLook(left, time.Duration(resp.ExpiresInMs)*time.Millisecond)):
+		case <-changed:
+		case <-c.clock.After(c.nextLook(left, msDuration(uint64(resp.ExpiresInMs)))):
 		case <-ctx.Done():
 			return resp, nil
 		}
-		if resp, freed, err = c.tryAcquire(ctx, name, req); err != nil {
+		if resp, changed, err = c.tryAcquire(ctx, name, d, req, w); err != nil {
 			return resp, err
 		}
 	}
 	return resp, nil
 }
 
-// nextLook is how long a waiting acquire sleeps before it tries again: until
-// its wait ends or the lease expires, and with a Shared store at most poll.
-func (c *Controller) nextLook(left, expires time.Duration) time.Duration {
-	if c.poll > 0 {
-		return min(left, expires, c.poll)
+// leave takes w out of d's queue if it is still in it.
+func (c *Controller) leave(d *domain, w *waiter) {
+	if w.ticket == 0 {
+		return
 	}
-	return min(left, expires)
+	d.mu.Lock()
+	d.dequeue(w.ticket)
+	d.mu.Unlock()
+	w.ticket = 0
 }
 
-// tryAcquire makes one attempt and returns its response and a channel
-// closed when the domain's lease is next released. A new token is handed to
-// OnGrant after the domain is unlocked.
-func (c *Controller) tryAcquire(ctx context.Context, name string, req Request) (Response, <-chan struct{}, error) {
-	d, err := c.lock(ctx, name)
-	if err != nil {
+// nextLook is how long a waiting acquire sleeps before it tries again: until
+// its wait ends or the lease expires (0: no lease to wait for), and with a
+// Shared store at most poll.
+func (c *Controller) nextLook(left, expires time.Duration) time.Duration {
+	if expires > 0 {
+		left = min(left, expires)
+	}
+	if c.poll > 0 {
+		return min(left, c.poll)
+	}
+	return left
+}
+
+// tryAcquire makes one attempt on d (referenced by the caller) and returns
+// its response and a channel closed when the domain next changes. A held
+// answer queues w if it is to join; any other answer takes it out of the
+// queue. A new token is handed to OnGrant after the domain is unlocked.
+func (c *Controller) tryAcquire(ctx context.Context, name string, d *domain, req Request, w *waiter) (Response, <-chan struct{}, error) {
+	if err := c.lockLoaded(ctx, name, d); err != nil {
 		return Response{}, nil, err
 	}
-	resp, tok, err := c.acquireLocked(ctx, name, d, req)
-	freed := d.freed
+	resp, tok, err := c.acquireLocked(ctx, name, d, req, w.ticket)
+	switch {
+	case err == nil && resp.Code == CodeHeld && w.join && w.ticket == 0:
+		w.ticket = d.enqueue()
+	case resp.Code != CodeHeld && w.ticket != 0:
+		d.dequeue(w.ticket)
+		w.ticket = 0
+	}
+	changed := d.changed
 	d.mu.Unlock()
 	if tok.Raw != "" && c.onGrant != nil {
 		c.onGrant(tok)
 	}
-	return resp, freed, err
+	return resp, changed, err
 }
 
-// acquireLocked decides an acquire; d.mu is held. tok is set when a new
-// lease was committed.
-func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, req Request) (Response, fence.Token, error) {
+// acquireLocked decides an acquire with queue ticket (0: not queued); d.mu
+// is held. tok is set when a new lease was committed.
+func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, req Request, ticket uint64) (Response, fence.Token, error) {
 	now := c.clock.Now()
 	if q, ok := d.rec.findRequest(req.RequestID); ok {
 		resp, err := retried(d, q, req, now)
 		return resp, fence.Token{}, err
 	}
-	if d.live(now) && d.rec.Lease.Holder != req.Holder {
+	live := d.live(now)
+	switch {
+	case live && d.rec.Lease.Holder != req.Holder:
 		return Response{Code: CodeHeld, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, fence.Token{}, nil
+	case !live && !d.first(ticket):
+		return Response{Code: CodeHeld, Message: "earlier waiting acquires go first"}, fence.Token{}, nil
 	}
 	return c.grant(ctx, name, d, req, now)
 }
@@ -122,6 +179,7 @@ func (c *Controller) grant(ctx context.Context, name string, d *domain, req Requ
 	// The lease runs from after the commit: the controller never expires it
 	// before a holder counting from its own request could.
 	d.setDeadline(c.clock.Now().Add(msDuration(req.TTLms)))
+	d.wake() // queued waiters learn the new lease's expiry
 	resp := Response{OK: true, Code: CodeGranted, Token: tok.Raw, Holder: req.Holder, ExpiresInMs: int64(req.TTLms)}
 	return resp, tok, nil
 }

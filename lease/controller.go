@@ -6,14 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
 )
 
-// DefaultMaxWaiters bounds concurrent waiting acquires when Config leaves it 0.
-const DefaultMaxWaiters = 1024
+// Defaults of Config.
+const (
+	// DefaultMaxWaiters bounds concurrent waiting acquires.
+	DefaultMaxWaiters = 1024
+	// DefaultMaxDomains bounds the domains in memory.
+	DefaultMaxDomains = 10000
+)
 
 // With a Shared store: how often a waiting acquire re-reads the domain (a
 // release on another replica wakes no local waiter), and how often an
@@ -49,6 +56,16 @@ type Config struct {
 	// MaxWaiters bounds acquires waiting for a held domain at once; an
 	// acquire over the bound is answered held at once. Default 1024.
 	MaxWaiters int
+	// Domains are the domain names the controller serves, as path.Match
+	// glob patterns ("press-*", "line[0-9]"); a request for any other
+	// domain is answered bad_request. Empty: every valid name.
+	Domains []string
+	// MaxDomains bounds the domains held in memory: those with a live
+	// lease, a waiting acquire or an operation under way. Idle domains
+	// leave memory (their store record stays). An acquire that would
+	// bring a new domain in beyond the bound is answered busy. Default
+	// 10000.
+	MaxDomains int
 }
 
 // Observer receives the outcome of every operation. It is called
@@ -62,21 +79,23 @@ type Observer interface {
 // different domains run concurrently and share store commits. It starts no
 // goroutines: a waiting acquire waits in its caller's goroutine.
 type Controller struct {
-	store   Store
-	signer  *fence.Signer
-	keys    *fence.KeyRing
-	clock   Clock
-	log     *slog.Logger
-	obs     Observer
-	onGrant func(fence.Token)
-	trusted []ed25519.PublicKey // signing key first
-	epoch   uint64
-	started time.Time     // leases found in the store run from here
-	waiters chan struct{} // semaphore of waiting acquires
-	shared  bool          // the store is Shared: re-read records, store renewals
-	poll    time.Duration // how often a waiting acquire re-reads a shared record; 0: never
+	store      Store
+	signer     *fence.Signer
+	keys       *fence.KeyRing
+	clock      Clock
+	log        *slog.Logger
+	obs        Observer
+	onGrant    func(fence.Token)
+	trusted    []ed25519.PublicKey // signing key first
+	epoch      uint64
+	started    time.Time     // leases found in the store run from here
+	waiters    chan struct{} // semaphore of waiting acquires
+	shared     bool          // the store is Shared: re-read records, store renewals
+	poll       time.Duration // how often a waiting acquire re-reads a shared record; 0: never
+	allow      []string      // Config.Domains
+	maxDomains int
 
-	mu      sync.Mutex // guards domains
+	mu      sync.Mutex // guards domains and every domain's refs
 	domains map[string]*domain
 }
 
@@ -85,8 +104,8 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 	if cfg.Store == nil || cfg.Signer == nil {
 		return nil, fmt.Errorf("%w: Store and Signer are required", ErrConfig)
 	}
-	if cfg.MaxWaiters < 0 {
-		return nil, fmt.Errorf("%w: MaxWaiters %d is negative", ErrConfig, cfg.MaxWaiters)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	trusted := append([]ed25519.PublicKey{cfg.Signer.Public()}, cfg.Trusted...)
@@ -102,11 +121,47 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		store: cfg.Store, signer: cfg.Signer, keys: keys, trusted: trusted, clock: cfg.Clock, log: cfg.Logger,
 		obs: cfg.Observer, onGrant: cfg.OnGrant, epoch: epoch, started: cfg.Clock.Now(),
 		waiters: make(chan struct{}, cfg.MaxWaiters), domains: make(map[string]*domain),
+		allow: cfg.Domains, maxDomains: cfg.MaxDomains,
 	}
 	if isShared(cfg.Store) {
 		c.shared, c.poll = true, SharedPoll
 	}
 	return c, nil
+}
+
+// validate checks the fields New does not default.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.MaxWaiters < 0:
+		return fmt.Errorf("%w: MaxWaiters %d is negative", ErrConfig, cfg.MaxWaiters)
+	case cfg.MaxDomains < 0:
+		return fmt.Errorf("%w: MaxDomains %d is negative", ErrConfig, cfg.MaxDomains)
+	}
+	return CheckDomainPatterns(cfg.Domains)
+}
+
+// CheckDomainPatterns returns nil if every pattern is a valid path.Match
+// pattern, else an error wrapping ErrConfig naming the first bad one.
+func CheckDomainPatterns(patterns []string) error {
+	for i, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.Contains(p, "/") {
+			return fmt.Errorf("%w: domain pattern %d %q is not a glob pattern of domain names", ErrConfig, i, p)
+		}
+	}
+	return nil
+}
+
+// allowed reports whether Config.Domains lets the controller serve name.
+func (c *Controller) allowed(name string) bool {
+	if len(c.allow) == 0 {
+		return true
+	}
+	for _, p := range c.allow {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (cfg Config) withDefaults() Config {
@@ -118,6 +173,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.MaxWaiters == 0 {
 		cfg.MaxWaiters = DefaultMaxWaiters
+	}
+	if cfg.MaxDomains == 0 {
+		cfg.MaxDomains = DefaultMaxDomains
 	}
 	return cfg
 }
@@ -152,12 +210,18 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 	if err := fence.CheckID("domain", domain); err != nil {
 		return BadRequest(fmt.Errorf("%w: %v", ErrBadRequest, err))
 	}
+	if !c.allowed(domain) {
+		return BadRequest(fmt.Errorf("%w: domain %q is not served here (domains: %s)", ErrBadRequest, domain, strings.Join(c.allow, ", ")))
+	}
 	if err := req.Validate(op); err != nil {
 		return BadRequest(err)
 	}
 	resp, err := c.run(ctx, op, domain, req)
-	if errors.Is(err, ErrBadRequest) {
+	switch {
+	case errors.Is(err, ErrBadRequest):
 		return BadRequest(err)
+	case errors.Is(err, ErrBusy):
+		return Response{Code: CodeBusy, Message: err.Error()}
 	}
 	if err != nil {
 		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)
@@ -198,6 +262,13 @@ func (c *Controller) runOnce(ctx context.Context, op Op, domain string, req Requ
 // BadRequest is the response to a request rejected with err.
 func BadRequest(err error) Response {
 	return Response{Code: CodeBadRequest, Message: err.Error()}
+}
+
+// Domains counts the domains held in memory (see Config.MaxDomains).
+func (c *Controller) Domains() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.domains)
 }
 
 // ActiveLeases counts the domains with a live lease. Domains busy in a

@@ -16,6 +16,9 @@ var (
 	ErrLocked = errors.New("lease: store is locked by another process")
 	// ErrClosed: the controller or store has been closed.
 	ErrClosed = errors.New("lease: closed")
+	// ErrBusy: the controller holds MaxDomains domains and none is idle;
+	// it is answered CodeBusy.
+	ErrBusy = errors.New("lease: busy")
 	// ErrConfig: a Config cannot work; the message names the field.
 	ErrConfig = errors.New("lease: invalid config")
 )

@@ -8,24 +8,25 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// lockFor verifies the token req names and locks its domain; on error
-// nothing is locked.
+// lockFor verifies the token req names and locks its domain if the
+// controller or the store knows it (see lockExisting); on error, or for an
+// unknown domain (nil), nothing is locked. The caller ends with c.done.
 func (c *Controller) lockFor(ctx context.Context, name string, req Request) (fence.Token, *domain, error) {
 	tok, err := c.verify(name, req)
 	if err != nil {
 		return fence.Token{}, nil, err
 	}
-	d, err := c.lock(ctx, name)
+	d, err := c.lockExisting(ctx, name)
 	return tok, d, err
 }
 
 // renew extends the live lease req.Token names, keeping its token.
 func (c *Controller) renew(ctx context.Context, name string, req Request) (Response, error) {
 	tok, d, err := c.lockFor(ctx, name, req)
-	if err != nil {
-		return Response{}, err
+	if err != nil || d == nil {
+		return Response{Code: CodeNotHolder}, err
 	}
-	defer d.mu.Unlock()
+	defer c.done(name, d)
 	now := c.clock.Now()
 	if resp, ok := current(d, tok, now); !ok {
 		return resp, nil
@@ -54,10 +55,10 @@ func (c *Controller) renew(ctx context.Context, name string, req Request) (Respo
 // waiting acquires.
 func (c *Controller) release(ctx context.Context, name string, req Request) (Response, error) {
 	tok, d, err := c.lockFor(ctx, name, req)
-	if err != nil {
-		return Response{}, err
+	if err != nil || d == nil {
+		return Response{Code: CodeNotHolder}, err
 	}
-	defer d.mu.Unlock()
+	defer c.done(name, d)
 	if l := d.rec.Lease; l == nil || l.Token != tok.Raw {
 		return notHolder(d, c.clock.Now()), nil
 	}
@@ -73,11 +74,11 @@ func (c *Controller) release(ctx context.Context, name string, req Request) (Res
 // get reports name's live lease (CodeHeld), its expired one (CodeExpired)
 // or that it is free (CodeReleased); all with OK set.
 func (c *Controller) get(ctx context.Context, name string) (Response, error) {
-	d, err := c.lock(ctx, name)
-	if err != nil {
-		return Response{}, err
+	d, err := c.lockExisting(ctx, name)
+	if err != nil || d == nil {
+		return Response{OK: true, Code: CodeReleased}, err
 	}
-	defer d.mu.Unlock()
+	defer c.done(name, d)
 	now := c.clock.Now()
 	l := d.rec.Lease
 	switch {

@@ -56,11 +56,12 @@ const (
 	CodeNotHolder  Code = "not_holder" // renew/release: the token is not the domain's current lease
 	CodeExpired    Code = "expired"    // renew: the lease expired; acquire retry: that grant has ended
 	CodeBadRequest Code = "bad_request"
+	CodeBusy       Code = "busy" // too many domains in use (max_domains); try again later
 	CodeInternal   Code = "internal"
 )
 
 // Codes lists every code, for metrics.
-var Codes = []Code{CodeGranted, CodeRenewed, CodeReleased, CodeHeld, CodeNotHolder, CodeExpired, CodeBadRequest, CodeInternal}
+var Codes = []Code{CodeGranted, CodeRenewed, CodeReleased, CodeHeld, CodeNotHolder, CodeExpired, CodeBadRequest, CodeBusy, CodeInternal}
 
 // Request is a lease request as it travels in JSON (DESIGN §5). Which
 // fields an operation needs is checked by Validate.

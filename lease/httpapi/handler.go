@@ -7,8 +7,8 @@
 //	GET  /healthz, /readyz, /metrics
 //
 // Responses are lease.Response. Status: 200 when ok, 409 for held,
-// not_holder and expired, 400 for bad input (with a JSON body), 500 for
-// internal errors.
+// not_holder and expired, 400 for bad input (with a JSON body), 503 for
+// busy, 500 for internal errors.
 package httpapi
 
 import (
@@ -125,6 +125,8 @@ func status(resp lease.Response) int {
 		return http.StatusBadRequest
 	case resp.Code == lease.CodeInternal:
 		return http.StatusInternalServerError
+	case resp.Code == lease.CodeBusy:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusConflict
 }

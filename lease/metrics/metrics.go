@@ -1,5 +1,5 @@
 // Package metrics exports a lease controller's Prometheus metrics. Labels
-// are bounded: op (4 values) and code (8 values); no domain or holder.
+// are bounded: op (4 values) and code (9 values); no domain or holder.
 package metrics
 
 import (
