@@ -3,6 +3,9 @@ package serial
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +38,75 @@ func lockNode(path string) (int, error) {
 // flock still stops if they ask for it).
 func setExclusive(fd int) error {
 	return unix.IoctlSetInt(fd, unix.TIOCEXCL, 0)
+}
+
+// ioPath is where to open the port for I/O: the very node fd holds the
+// flock on, even if the configured path (a by-id link) was repointed since.
+func ioPath(fd int, _ string) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// checkExclusive verifies, after TIOCEXCL, that the terminal behind fd is
+// in exclusive mode and that no other process has it open — one that got
+// in before TIOCEXCL took effect, or a terminal program that was there
+// first. Processes this one may not inspect (other users', when it runs
+// unprivileged) are not seen.
+func checkExclusive(fd int, path string) error {
+	v, err := unix.IoctlGetInt(fd, unix.TIOCGEXCL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("serial: %s: read back exclusive mode (TIOCGEXCL): %w", path, err)
+	case v == 0:
+		return fmt.Errorf("serial: %s: exclusive mode (TIOCEXCL) did not take effect", path)
+	}
+	others, err := otherOpeners(fd)
+	if err != nil {
+		return fmt.Errorf("serial: %s: look for other openers: %w", path, err)
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("%w: %s is also open in %s", ErrHeld, path, strings.Join(others, ", "))
+	}
+	return nil
+}
+
+// otherOpeners names the processes other than this one with a descriptor
+// on the node behind fd, as "pid N (command)".
+func otherOpeners(fd int) ([]string, error) {
+	node, err := os.Readlink(ioPath(fd, ""))
+	if err != nil {
+		return nil, err
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	self := strconv.Itoa(os.Getpid())
+	var found []string
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err == nil && p.Name() != self && holds(p.Name(), node) {
+			found = append(found, describe(p.Name()))
+		}
+	}
+	return found, nil
+}
+
+// holds reports whether process pid has node open; a process that is gone
+// or not ours to inspect does not.
+func holds(pid, node string) bool {
+	dir := "/proc/" + pid + "/fd/"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, f := range fds {
+		if l, err := os.Readlink(dir + f.Name()); err == nil && l == node {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(pid string) string {
+	comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+	return fmt.Sprintf("pid %s (%s)", pid, strings.TrimSpace(string(comm)))
 }
 
 // unlockNode releases the flock and closes fd.

@@ -12,4 +12,6 @@ var errNotLinux = errors.New("serial: exclusive ports are implemented on Linux o
 func lockNode(string) (int, error)         { return -1, errNotLinux }
 func setExclusive(int) error               { return errNotLinux }
 func unlockNode(int) error                 { return errNotLinux }
+func ioPath(_ int, path string) string     { return path }
+func checkExclusive(int, string) error     { return errNotLinux }
 func writeNB(int, []byte, time.Time) error { return errNotLinux }

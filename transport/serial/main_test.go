@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(probeEnv) != "" {
 		os.Exit(probeOpen(os.Getenv(probeEnv)))
 	}
+	if os.Getenv(holdEnv) != "" {
+		os.Exit(holdOpen(os.Getenv(holdEnv)))
+	}
 	goleak.VerifyTestMain(m)
 }

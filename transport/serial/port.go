@@ -23,9 +23,12 @@ type Port struct {
 }
 
 // OpenPort opens the port cfg names, in its mode, exclusively: it takes an
-// flock on the node, opens it through go.bug.st/serial, then sets TIOCEXCL
-// and checks the result. A port someone else holds gives an error wrapping
-// ErrHeld; an invalid cfg gives a *ConfigError.
+// flock on the node first, opens that same node (not the path again, which
+// a replug may have repointed) through go.bug.st/serial, sets TIOCEXCL,
+// reads it back and checks that no other process has the node open (one
+// that got in before TIOCEXCL). A port someone else holds gives an error
+// wrapping ErrHeld that names the holder when it is known; an invalid cfg
+// gives a *ConfigError.
 func OpenPort(cfg Config) (*Port, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -35,7 +38,8 @@ func OpenPort(cfg Config) (*Port, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp, err := bug.Open(cfg.Path, cfg.mode())
+	testHookOpened()
+	sp, err := bug.Open(ioPath(node, cfg.Path), cfg.mode())
 	if err != nil {
 		unlockNode(node)
 		return nil, openError(cfg.Path, err)
@@ -45,12 +49,20 @@ func OpenPort(cfg Config) (*Port, error) {
 		p.Close()
 		return nil, fmt.Errorf("serial: %s: set exclusive mode (TIOCEXCL): %w", cfg.Path, err)
 	}
+	if err := checkExclusive(node, cfg.Path); err != nil {
+		p.Close()
+		return nil, err
+	}
 	if err := sp.SetReadTimeout(cfg.ReadTimeout); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("serial: %s: read timeout: %w", cfg.Path, err)
 	}
 	return p, nil
 }
+
+// testHookOpened runs between taking the flock and TIOCEXCL; tests
+// set it to get into that window.
+var testHookOpened = func() {}
 
 func openError(path string, err error) error {
 	var pe *bug.PortError

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -18,10 +20,13 @@ type wire interface {
 	Node() string
 }
 
-// ptyWire is a pseudo-terminal: the firmware holds the master (and keeps
-// the slave open so that reads do not fail while no agent is attached).
+// ptyWire is a pseudo-terminal: the firmware holds the master only. The
+// agent must be the slave's sole opener (it refuses a port another process
+// has open), so while no agent is attached the master reads EIO and Read
+// waits.
 type ptyWire struct {
-	master, slave *os.File
+	master *os.File
+	node   string
 }
 
 // openPTY creates a raw pseudo-terminal and points link at its slave.
@@ -34,12 +39,12 @@ func openPTY(link string) (*ptyWire, error) {
 		slave.Close()
 		return nil, err
 	}
-	w := &ptyWire{master: master, slave: slave}
-	if err := makeRaw(slave); err != nil {
-		w.Close()
-		return nil, err
+	w := &ptyWire{master: master, node: slave.Name()}
+	err = errors.Join(makeRaw(slave), slave.Close())
+	if err == nil {
+		err = repoint(link, w.node)
 	}
-	if err := repoint(link, slave.Name()); err != nil {
+	if err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -86,14 +91,24 @@ func repoint(link, target string) error {
 	return os.Rename(tmp, link)
 }
 
-func (w *ptyWire) Read(b []byte) (int, error)  { return w.master.Read(b) }
-func (w *ptyWire) Write(b []byte) (int, error) { return w.master.Write(b) }
-func (w *ptyWire) Node() string                { return w.slave.Name() }
+// noPeerPoll is how often Read looks again while no agent has the slave
+// open.
+const noPeerPoll = 5 * time.Millisecond
 
-func (w *ptyWire) Close() error {
-	w.slave.Close()
-	return w.master.Close()
+// Read blocks until bytes arrive or the wire is closed.
+func (w *ptyWire) Read(b []byte) (int, error) {
+	for {
+		n, err := w.master.Read(b)
+		if !errors.Is(err, syscall.EIO) {
+			return n, err
+		}
+		time.Sleep(noPeerPoll)
+	}
 }
+
+func (w *ptyWire) Write(b []byte) (int, error) { return w.master.Write(b) }
+func (w *ptyWire) Node() string                { return w.node }
+func (w *ptyWire) Close() error                { return w.master.Close() }
 
 // portWire is a real serial port (the other end of a cable to the agent).
 type portWire struct{ p *serial.Port }
