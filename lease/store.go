@@ -24,6 +24,15 @@ type Store interface {
 	Close() error
 }
 
+// Scanner is implemented by a Store that can list its records, which the
+// controller needs to re-announce every stored lease at start
+// (Controller.LiveLeases). Scan calls fn with each domain and its record,
+// in no particular order, until fn returns false; fn must not call the
+// Store. Safe for concurrent use with the other methods.
+type Scanner interface {
+	Scan(ctx context.Context, fn func(domain string, rec Record) bool) error
+}
+
 // Record is the durable state of one fencing domain. The record of a domain
 // is never deleted: it carries the seq high-water mark.
 type Record struct {

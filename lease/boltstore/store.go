@@ -45,7 +45,10 @@ type Store struct {
 	epoch uint64
 }
 
-var _ lease.Store = (*Store)(nil)
+var (
+	_ lease.Store   = (*Store)(nil)
+	_ lease.Scanner = (*Store)(nil)
+)
 
 // Open opens or creates (mode 0600) the store at path. A new file gets the
 // epoch Now().UnixMilli(), durable before Open returns.
@@ -159,6 +162,29 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 		return lease.Record{}, fmt.Errorf("put %s: %w", domain, lease.ErrConflict)
 	}
 	return rec, nil
+}
+
+// Scan calls fn with every stored domain record in one read transaction
+// (see lease.Scanner). A record that cannot be decoded fails the scan with
+// lease.ErrCorrupt.
+func (s *Store) Scan(_ context.Context, fn func(domain string, rec lease.Record) bool) error {
+	err := s.w.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketDomains).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var rec lease.Record
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("%w: domain %q: %v", lease.ErrCorrupt, k, err)
+			}
+			if !fn(string(k), rec) {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("scan: %w", err)
+	}
+	return nil
 }
 
 // Err returns nil, or the error that failed the store (a failed commit):

@@ -123,8 +123,13 @@ func (p *publisher) run(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // flush publishes every pending grant and reports whether all succeeded;
-// failed ones stay pending.
+// failed ones stay pending. While the client is not connected it leaves
+// them pending (a publish queued before the connection completes can hang
+// in paho); the connection's republishAll wakes it again.
 func (p *publisher) flush() bool {
+	if !p.client.IsConnectionOpen() {
+		return true
+	}
 	ok := true
 	for _, t := range p.take() {
 		if err := p.publish(t); err != nil {

@@ -176,18 +176,42 @@ type TokenVerifier interface {
 	VerifyToken(raw string) (fence.Token, error)
 }
 
-// Start connects in the background (retrying until the broker answers) and
-// serves requests with h until Close. It returns at once.
+// LeaseLister is implemented by handlers that can list their live leases
+// (the lease controller). Start announces them all again, so a grant topic
+// cleared or overwritten while the controller was down is restored.
+type LeaseLister interface {
+	LiveLeases(ctx context.Context) ([]fence.Token, error)
+}
+
+// Start announces h's live leases if it is a LeaseLister, connects in the
+// background (retrying until the broker answers) and serves requests with
+// h until Close. It returns once the leases are listed, without waiting
+// for the broker.
 func (s *Server) Start(h Handler) {
 	s.startOnce.Do(func() {
 		if v, ok := h.(TokenVerifier); ok {
 			s.verify = v.VerifyToken
+		}
+		if l, ok := h.(LeaseLister); ok {
+			s.announceLive(l)
 		}
 		s.wg.Add(2)
 		go s.dispatch(h)
 		go s.pub.run(s.ctx, &s.wg)
 		s.client.Connect() // completes on connect; onConnect subscribes
 	})
+}
+
+// announceLive queues every live lease of l for announcement.
+func (s *Server) announceLive(l LeaseLister) {
+	toks, err := l.LiveLeases(s.ctx)
+	if err != nil {
+		s.log.Error("cannot re-announce the stored leases", "err", err)
+		return
+	}
+	for _, t := range toks {
+		s.Announce(t)
+	}
 }
 
 // Ready reports whether the server is connected and subscribed.

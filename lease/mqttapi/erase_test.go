@@ -1,0 +1,81 @@
+package mqttapi_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// TestRetainedGrantsCanBeErased (issue 11 item 11): an empty retained
+// publish clears a live lease's grant topic while the controller is down;
+// the restarted controller re-announces the lease from its store, and
+// heals the topic again when it is cleared while it runs.
+func TestRetainedGrantsCanBeErased(t *testing.T) {
+	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	w := watchGrants(t, b.URL())
+	path := filepath.Join(t.TempDir(), "leases.db")
+	signer, _ := leasetest.MustSigner(t)
+	stop := startOn(t, b.URL(), path, signer)
+	r := leasetest.Acquire(t, stop.client, "press", "alice", time.Hour)
+	leasetest.Want(t, r, lease.CodeGranted)
+	w.waitLast(t, r.Token)
+	stop.close()
+
+	intruder := connect(t, b.URL(), "intruder")
+	w.reset()
+	publishRetained(t, intruder, nil)
+	if got := w.waitLast(t, "(undecodable)"); got != "(undecodable)" {
+		t.Fatalf("the empty retained publish was not seen: last grant %q", got)
+	}
+	w.reset()
+	restarted := startOn(t, b.URL(), path, signer)
+	defer restarted.close()
+	if got := w.waitLast(t, r.Token); got != r.Token {
+		t.Fatalf("after the restart the grant topic holds %.40q, want the live lease re-announced", got)
+	}
+	w.reset()
+	publishRetained(t, intruder, nil)
+	if got := w.waitLast(t, r.Token); got != r.Token {
+		t.Fatalf("a cleared grant topic was not healed while running: %.40q", got)
+	}
+}
+
+// running is a controller with its MQTT API on a bbolt file.
+type running struct {
+	client leasetest.Direct
+	close  func()
+}
+
+// startOn starts a controller on the store at path and its MQTT API, and
+// returns once the API is ready.
+func startOn(t *testing.T, broker, path string, signer *fence.Signer) running {
+	t.Helper()
+	st, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: broker, ClientID: "controller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := leasetest.MustControllerOn(t, lease.Config{Signer: signer, OnGrant: srv.Announce}, st)
+	srv.Start(c)
+	waitReady(srv)
+	return running{client: leasetest.Direct{C: c}, close: func() {
+		srv.Close()
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}}
+}
