@@ -14,6 +14,7 @@ const (
 	DefaultPingInterval      = time.Second
 	DefaultRestartBackoff    = 200 * time.Millisecond
 	DefaultRestartBackoffMax = 30 * time.Second
+	DefaultOverrunGrace      = time.Second
 )
 
 // Config is the settings of a device with driver "plugin". Zero values mean
@@ -41,6 +42,11 @@ type Config struct {
 	// RestartBackoffMax caps the delay; a plugin that ran longer than this
 	// restarts after RestartBackoff again. Default 30 s.
 	RestartBackoffMax time.Duration `yaml:"restart_backoff_max"`
+	// OverrunGrace is how long after a command's deadline the host still
+	// waits for the plugin's answer. A plugin that has not answered by then
+	// is killed (SIGKILL) and restarted, and the command is answered
+	// in_doubt. Default 1 s.
+	OverrunGrace time.Duration `yaml:"overrun_grace"`
 }
 
 // WithDefaults returns c with zero values replaced by their defaults.
@@ -49,6 +55,7 @@ func (c Config) WithDefaults() Config {
 	c.PingInterval = orDuration(c.PingInterval, DefaultPingInterval)
 	c.RestartBackoff = orDuration(c.RestartBackoff, DefaultRestartBackoff)
 	c.RestartBackoffMax = orDuration(c.RestartBackoffMax, DefaultRestartBackoffMax)
+	c.OverrunGrace = orDuration(c.OverrunGrace, DefaultOverrunGrace)
 	return c
 }
 
@@ -64,7 +71,7 @@ func (c Config) Validate(prefix string) error {
 		}
 	}
 	for key, d := range map[string]time.Duration{"start_timeout": c.StartTimeout, "ping_interval": c.PingInterval,
-		"restart_backoff": c.RestartBackoff, "restart_backoff_max": c.RestartBackoffMax} {
+		"restart_backoff": c.RestartBackoff, "restart_backoff_max": c.RestartBackoffMax, "overrun_grace": c.OverrunGrace} {
 		if d < 0 {
 			return fmt.Errorf("%s.%s: %v is negative", prefix, key, d)
 		}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/plugins/internal/driverpb"
@@ -19,14 +21,15 @@ import (
 // it registers impl's gRPC server, on the host side it makes a grpcClient.
 type driverPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl devices.Driver // plugin side only
+	impl      devices.Driver // plugin side only
+	maxOutput int            // plugin side only: the output cap
 }
 
 var _ plugin.GRPCPlugin = (*driverPlugin)(nil)
 
 // GRPCServer registers the driver service for p.impl.
 func (p *driverPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	driverpb.RegisterDriverServer(s, newGRPCServer(p.impl))
+	driverpb.RegisterDriverServer(s, newGRPCServer(p.impl, p.maxOutput))
 	return nil
 }
 
@@ -36,18 +39,22 @@ func (p *driverPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, conn 
 }
 
 // grpcServer serves one devices.Driver. It keeps the Driver contract for
-// the plugin author: Apply is never called concurrently, even when the host
-// gave up on a command (deadline) that the driver is still running — the
-// next Apply waits for it, or for its own deadline.
+// the plugin author (Apply is never called concurrently) without queueing:
+// a command that arrives while an earlier one is still running (the host
+// gave up on it) is refused with device_unavailable, and a command whose
+// deadline has passed is refused with device_timeout, both without calling
+// the driver — a command that waited inside the plugin would reach the
+// device long after the agent's last fence check.
 type grpcServer struct {
 	driverpb.UnimplementedDriverServer
-	impl  devices.Driver
-	slot  chan struct{} // one token: held while impl.Apply runs
-	avail availability
+	impl      devices.Driver
+	maxOutput int           // a larger output is dropped before sending
+	slot      chan struct{} // one token: held while impl.Apply runs
+	avail     availability
 }
 
-func newGRPCServer(impl devices.Driver) *grpcServer {
-	s := &grpcServer{impl: impl, slot: make(chan struct{}, 1)}
+func newGRPCServer(impl devices.Driver, maxOutput int) *grpcServer {
+	s := &grpcServer{impl: impl, maxOutput: maxOutput, slot: make(chan struct{}, 1)}
 	s.avail.set(true, "")
 	if r, ok := impl.(devices.AvailabilityReporter); ok {
 		r.OnAvailability(s.avail.set)
@@ -60,21 +67,45 @@ func (s *grpcServer) Describe(context.Context, *driverpb.DescribeRequest) (*driv
 	return capsToPB(s.impl.Describe()), nil
 }
 
-// Apply runs one command through impl with the host's ctx (and deadline).
-// A driver failure is a Failure in the response, not a gRPC error.
+// Apply runs one command through impl with a ctx that ends at the
+// command's deadline (or when the host cancels the call). A driver failure
+// is a Failure in the response, not a gRPC error; so is an output over the
+// cap, which is not sent.
 func (s *grpcServer) Apply(ctx context.Context, req *driverpb.ApplyRequest) (*driverpb.ApplyResponse, error) {
 	select {
 	case s.slot <- struct{}{}:
-	case <-ctx.Done():
-		return &driverpb.ApplyResponse{Failure: failureToPB(devices.Errorf(devices.CodeDeviceTimeout,
-			"deadline passed while an earlier command was still running in the plugin"))}, nil
+	default:
+		return failed(devices.Errorf(devices.CodeDeviceUnavailable,
+			"an earlier command is still running in the plugin; this one was not started")), nil
 	}
 	defer func() { <-s.slot }()
+	ctx, cancel := commandContext(ctx, req.GetDeadlineUnixNano())
+	defer cancel()
+	if ctx.Err() != nil {
+		return failed(devices.Errorf(devices.CodeDeviceTimeout,
+			"the command's deadline passed before it reached the driver; it was not started")), nil
+	}
 	out, err := s.impl.Apply(ctx, commandFromPB(req))
 	if err != nil {
-		return &driverpb.ApplyResponse{Failure: failureToPB(err)}, nil
+		return failed(err), nil
+	}
+	if n := len(out); n > s.maxOutput {
+		return failed(outputDropped(fmt.Sprintf("its output of %d bytes", n))), nil
 	}
 	return &driverpb.ApplyResponse{Output: out}, nil
+}
+
+func failed(err error) *driverpb.ApplyResponse {
+	return &driverpb.ApplyResponse{Failure: failureToPB(err)}
+}
+
+// commandContext is ctx ending also at deadline (Unix nanoseconds; 0 for
+// none).
+func commandContext(ctx context.Context, deadline int64) (context.Context, context.CancelFunc) {
+	if deadline == 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Unix(0, deadline))
 }
 
 // Health reports the availability impl last reported (available if it
@@ -103,16 +134,26 @@ func (a *availability) get() (bool, string) {
 	return a.ok, a.reason
 }
 
-// grpcClient is the host's view of one running plugin. It implements
-// devices.Driver for a single plugin process, without restarts (Host adds
-// those). Apply may be called concurrently; Describe returns what describe
-// fetched.
+// Size limits of one Apply call, host side.
+const (
+	// maxRequestBytes bounds a command sent to a plugin, well below the
+	// 4 MiB a gRPC server accepts by default: a larger one is refused
+	// before sending, so a call failing with ResourceExhausted always
+	// means the plugin's answer was too large.
+	maxRequestBytes = 1 << 20
+	// maxAnswerBytes bounds a plugin's answer as gRPC receives it: the
+	// output cap plus room for a failure's message. gRPC refuses a larger
+	// message from its length prefix, before buffering it.
+	maxAnswerBytes = devices.MaxOutputBytes + 16<<10
+)
+
+// grpcClient is the host's view of one running plugin, without restarts
+// (Host adds those). Its methods may be called concurrently; Describe
+// returns what describe fetched.
 type grpcClient struct {
 	rpc  driverpb.DriverClient
 	caps devices.Capabilities // set by describe, before first use
 }
-
-var _ devices.Driver = (*grpcClient)(nil)
 
 // describe fetches and keeps the plugin's capabilities.
 func (c *grpcClient) describe(ctx context.Context) error {
@@ -124,21 +165,67 @@ func (c *grpcClient) describe(ctx context.Context) error {
 	return nil
 }
 
-// Apply sends cmd to the plugin with ctx's deadline. A failure of the
-// device comes back as its *devices.Error; a failure of the call is
-// device_timeout if ctx is done, else in_doubt wrapping ErrPluginLost.
-func (c *grpcClient) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
-	resp, err := c.rpc.Apply(ctx, commandToPB(cmd))
-	if err != nil {
-		return nil, callError(ctx, err)
+// apply sends cmd to the plugin with ctx's deadline in the request, and
+// waits for the plugin's answer until grace after ctx is done. A failure of
+// the device comes back as its *devices.Error; an answer over the output
+// cap is device_error; a call that ends without an answer is in_doubt,
+// wrapping ErrOverrun if the grace ran out, else ErrPluginLost. The caller
+// must kill the plugin after either: it may still act on cmd.
+func (c *grpcClient) apply(ctx context.Context, cmd devices.Command, grace time.Duration) (json.RawMessage, error) {
+	req := commandToPB(cmd)
+	if dl, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNano = dl.UnixNano()
 	}
+	if n := proto.Size(req); n > maxRequestBytes {
+		return nil, devices.Errorf(devices.CodeDeviceError,
+			"command of %d bytes is over the plugin limit of %d; it was not sent", n, maxRequestBytes)
+	}
+	call, stop := callContext(ctx, grace)
+	defer stop()
+	resp, err := c.rpc.Apply(call, req, grpc.MaxCallRecvMsgSize(maxAnswerBytes))
+	if err != nil {
+		return nil, callError(call, grace, err)
+	}
+	return answerOf(resp)
+}
+
+// callContext is the context of one Apply call for ctx: it carries none of
+// ctx's cancellation but ends grace after ctx is done, so the plugin's own
+// answer to a command whose deadline passed still arrives. stop releases
+// it and the goroutine that ends it.
+func callContext(ctx context.Context, grace time.Duration) (call context.Context, stop func()) {
+	call, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-call.Done():
+		}
+	})
+	return call, func() { stopAfter(); cancel() }
+}
+
+// answerOf is the plugin's answer: its output, capped at
+// devices.MaxOutputBytes, or its failure.
+func answerOf(resp *driverpb.ApplyResponse) (json.RawMessage, error) {
 	if f := resp.GetFailure(); f != nil {
 		return nil, failureFromPB(f)
+	}
+	if n := len(resp.Output); n > devices.MaxOutputBytes {
+		return nil, outputDropped(fmt.Sprintf("its output of %d bytes", n))
 	}
 	if len(resp.Output) == 0 {
 		return nil, nil
 	}
 	return resp.Output, nil
+}
+
+// outputDropped is the failure of a command whose answer was too large.
+func outputDropped(what string) error {
+	return devices.Errorf(devices.CodeDeviceError,
+		"the command reached the device, but %s is over the cap of %d bytes and was dropped", what, devices.MaxOutputBytes)
 }
 
 // health asks the plugin whether its device is reachable.
@@ -153,15 +240,17 @@ func (c *grpcClient) health(ctx context.Context) (bool, string, error) {
 // Describe returns the capabilities fetched when the plugin started.
 func (c *grpcClient) Describe() devices.Capabilities { return c.caps }
 
-// Close does nothing: the go-plugin client owns the connection.
-func (c *grpcClient) Close() error { return nil }
-
-// callError maps a failed call: the caller's deadline (seen by either side)
-// is device_timeout, anything else means the plugin failed.
-func callError(ctx context.Context, err error) error {
-	if ctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
-		return &devices.Error{Code: devices.CodeDeviceTimeout, Message: "plugin did not answer before the deadline",
-			Err: context.Cause(ctx)}
+// callError maps an Apply call that ended without an answer. call is the
+// call's context (callContext). The plugin may still act on the command,
+// except after ResourceExhausted: the plugin answered, too much.
+func callError(call context.Context, grace time.Duration, err error) error {
+	switch {
+	case status.Code(err) == codes.ResourceExhausted:
+		return outputDropped("its answer")
+	case call.Err() != nil:
+		return &devices.Error{Code: devices.CodeInDoubt,
+			Message: fmt.Sprintf("plugin did not answer within %v after the deadline and was killed; the command may have reached the device", grace),
+			Err:     fmt.Errorf("%w: %w", ErrOverrun, err)}
 	}
 	return &devices.Error{Code: devices.CodeInDoubt, Message: "plugin failed mid-command: " + err.Error(),
 		Err: fmt.Errorf("%w: %w", ErrPluginLost, err)}

@@ -29,7 +29,8 @@ func hostSets() map[int]plugin.PluginSet {
 	return map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &driverPlugin{}}}
 }
 
-// serverSets are the plugin sets a plugin serving impl speaks.
-func serverSets(impl devices.Driver) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &driverPlugin{impl: impl}}}
+// serverSets are the plugin sets a plugin serving impl speaks, dropping
+// outputs over maxOutput bytes.
+func serverSets(impl devices.Driver, maxOutput int) map[int]plugin.PluginSet {
+	return map[int]plugin.PluginSet{ProtocolVersion: {PluginName: &driverPlugin{impl: impl, maxOutput: maxOutput}}}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"sync"
 	"time"
 
@@ -46,7 +47,9 @@ type Host struct {
 	available bool // as last reported to handler
 	closed    bool
 
-	stop chan struct{} // closed by Close
+	busy  chan struct{} // one token: held while an Apply is in the plugin
+	spawn *spawner      // starts plugin processes; nil when attached
+	stop  chan struct{} // closed by Close
 	done chan struct{} // closed when the supervisor has returned
 }
 
@@ -68,8 +71,16 @@ func Open(device string, cfg Config, log *slog.Logger) (*Host, error) {
 		return nil, err
 	}
 	h := newHost(device, cfg, log)
-	h.launch = func(ctx context.Context) (*instance, error) { return startProcess(ctx, device, cfg, text, h.log) }
-	return h.begin()
+	h.spawn = newSpawner()
+	h.launch = func(ctx context.Context) (inst *instance, err error) {
+		h.spawn.do(func() { inst, err = startProcess(ctx, device, cfg, text, h.log) })
+		return inst, err
+	}
+	if _, err := h.begin(); err != nil {
+		h.spawn.stop()
+		return nil, err
+	}
+	return h, nil
 }
 
 // Attach connects to a plugin that is already running (go-plugin's reattach
@@ -90,7 +101,7 @@ func newHost(device string, cfg Config, log *slog.Logger) *Host {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Host{device: device, cfg: cfg, log: log, available: true,
+	return &Host{device: device, cfg: cfg, log: log, available: true, busy: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -108,34 +119,51 @@ func (h *Host) begin() (*Host, error) {
 	return h, nil
 }
 
-// Apply sends cmd to the plugin. While the plugin is down it fails with
-// device_unavailable (wrapping ErrNotRunning) without sending anything; if
-// the plugin is lost during the call it fails with in_doubt (wrapping
-// ErrPluginLost), marks the device unavailable and has the plugin restarted.
+// Apply sends cmd to the plugin and returns its answer; it never leaves
+// cmd behind in the plugin. It sends nothing, failing device_unavailable,
+// while the plugin is down (wrapping ErrNotRunning) or while another Apply
+// is still in the plugin (wrapping ErrBusy), and fails device_timeout if
+// ctx is done already. The plugin gets ctx's deadline and Config's
+// OverrunGrace after it to answer; if it does not, or if it is lost during
+// the call, Apply kills it (SIGKILL, waiting for it to exit), has it
+// restarted, and fails in_doubt wrapping ErrOverrun or ErrPluginLost.
 func (h *Host) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
+	select {
+	case h.busy <- struct{}{}:
+		defer func() { <-h.busy }()
+	default:
+		return nil, &devices.Error{Code: devices.CodeDeviceUnavailable,
+			Message: "an earlier command is still in the plugin; this one was not sent", Err: ErrBusy}
+	}
 	inst := h.current()
 	if inst == nil {
 		return nil, &devices.Error{Code: devices.CodeDeviceUnavailable,
 			Message: "plugin for device " + h.device + " is not running", Err: ErrNotRunning}
 	}
-	out, err := inst.drv.Apply(ctx, cmd)
-	if errors.Is(err, ErrPluginLost) {
+	if ctx.Err() != nil {
+		return nil, &devices.Error{Code: devices.CodeDeviceTimeout,
+			Message: "deadline passed before the command was sent to the plugin", Err: context.Cause(ctx)}
+	}
+	out, err := inst.drv.apply(ctx, cmd, h.cfg.OverrunGrace)
+	if errors.Is(err, ErrPluginLost) || errors.Is(err, ErrOverrun) {
 		h.lose(inst, err)
 	}
 	return out, err
 }
 
 // lose takes inst out of service after a failed call, so later applies
-// fail device_unavailable at once, and wakes the supervisor, which reports
-// the device unavailable and restarts the plugin. Reports come only from
-// the supervisor, so a late lose of an old instance cannot mark a
-// restarted plugin unavailable.
+// fail device_unavailable at once, kills its process and waits until it
+// has exited, and wakes the supervisor, which reports the device
+// unavailable and restarts the plugin. Reports come only from the
+// supervisor, so a late lose of an old instance cannot mark a restarted
+// plugin unavailable.
 func (h *Host) lose(inst *instance, err error) {
 	h.mu.Lock()
 	if h.cur == inst {
 		h.cur = nil
 	}
 	h.mu.Unlock()
+	inst.kill()
 	inst.markLost(err.Error())
 }
 
@@ -176,8 +204,8 @@ func (h *Host) PID() int {
 }
 
 // Close stops the supervisor and the plugin (gracefully, then killed after
-// go-plugin's grace period). Later applies fail device_unavailable. Safe to
-// call more than once.
+// go-plugin's grace period), then the thread that started it. Later
+// applies fail device_unavailable. Safe to call more than once.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	already := h.closed
@@ -187,6 +215,9 @@ func (h *Host) Close() error {
 		close(h.stop)
 	}
 	<-h.done
+	if h.spawn != nil && !already {
+		h.spawn.stop()
+	}
 	return nil
 }
 
@@ -212,6 +243,8 @@ type instance struct {
 	lostOnce sync.Once
 	lost     chan struct{} // closed by markLost
 	why      string        // set before lost is closed
+
+	endOnce sync.Once // ends the process, by stop or kill
 }
 
 func (i *instance) markLost(why string) {
@@ -221,16 +254,30 @@ func (i *instance) markLost(why string) {
 	})
 }
 
-// stop ends inst: a started process is shut down (killed after go-plugin's
-// grace period); an attached test-mode plugin only loses its connection
-// (its server stops with its ServeTest context: go-plugin races when both
-// a Shutdown call and the context stop it).
-func (i *instance) stop() {
-	if rc := i.client.ReattachConfig(); rc != nil && rc.Test {
+// stop ends inst gracefully: a started process is shut down (killed after
+// go-plugin's grace period); an attached test-mode plugin only loses its
+// connection (its server stops with its ServeTest context: go-plugin races
+// when both a Shutdown call and the context stop it). Only for a plugin
+// with no command in it: a graceful stop lets a running Apply finish.
+func (i *instance) stop() { i.endOnce.Do(func() { i.end(false) }) }
+
+// kill ends inst at once: a started process gets SIGKILL, and kill returns
+// once it has exited, so nothing it was running can still act. Concurrent
+// calls of stop and kill wait for the first.
+func (i *instance) kill() { i.endOnce.Do(func() { i.end(true) }) }
+
+func (i *instance) end(now bool) {
+	rc := i.client.ReattachConfig()
+	if rc != nil && rc.Test {
 		if c, ok := i.proto.(*plugin.GRPCClient); ok {
 			_ = c.Conn.Close()
 		}
 		return
+	}
+	if now && rc != nil && rc.Pid > 0 {
+		if p, err := os.FindProcess(rc.Pid); err == nil {
+			_ = p.Kill()
+		}
 	}
 	i.client.Kill()
 }

@@ -29,6 +29,7 @@ const (
 func startProcess(ctx context.Context, device string, cfg Config, configText string, log *slog.Logger) (*instance, error) {
 	cmd := exec.Command(cfg.Path, cfg.Args...)
 	cmd.Env = []string{EnvConfig + "=" + configText, EnvDevice + "=" + device}
+	dieWithHost(cmd)
 	cc := clientConfig()
 	cc.Cmd = cmd
 	cc.StartTimeout = cfg.StartTimeout

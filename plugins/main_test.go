@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,4 +14,16 @@ var goleakOptions = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/hashicorp/go-plugin/internal/cmdrunner.pidWait"),
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleakOptions...) }
+// TestMain runs this binary as the test plugin when a host started it as
+// one, as a test host process when a test started it as one, else the
+// tests.
+func TestMain(m *testing.M) {
+	switch {
+	case IsPlugin():
+		testPluginMain()
+		os.Exit(0)
+	case os.Getenv(envTestHost) != "":
+		os.Exit(testHostMain(os.Getenv(envTestHost)))
+	}
+	goleak.VerifyTestMain(m, goleakOptions...)
+}

@@ -20,12 +20,26 @@ import (
 // prints a message and exits the process with status 1.
 //
 // The agent calls d's methods with the devices.Driver contract: Apply one at
-// a time, with the agent's deadline in ctx. If d implements
-// devices.AvailabilityReporter, its reports reach the agent through pings.
+// a time, with the agent's deadline in ctx. Serve starts no Apply whose
+// deadline has passed and queues none behind a running one (see
+// grpcServer). If d implements devices.AvailabilityReporter, its reports
+// reach the agent through pings.
+//
+// If the agent dies (even by SIGKILL) the process exits, within about
+// 100 ms, without closing d: Serve watches its parent process (see
+// watchParent), besides the Pdeathsig the agent sets on Linux.
 func Serve(d devices.Driver) {
+	stop := watchParent(os.Getppid(), parentPoll, parentGone)
+	defer stop()
+	serveDriver(d, devices.MaxOutputBytes)
+}
+
+// serveDriver serves d with go-plugin until the host is done, then closes
+// d. Outputs over maxOutput bytes are dropped.
+func serveDriver(d devices.Driver, maxOutput int) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: serverSets(d),
+		VersionedPlugins: serverSets(d, maxOutput),
 		GRPCServer:       plugin.DefaultGRPCServer,
 	})
 	_ = d.Close()
@@ -40,7 +54,7 @@ func ServeTest(ctx context.Context, d devices.Driver) (*plugin.ReattachConfig, <
 	closed := make(chan struct{})
 	go plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: serverSets(d),
+		VersionedPlugins: serverSets(d, devices.MaxOutputBytes),
 		GRPCServer:       plugin.DefaultGRPCServer,
 		Logger:           hclog.NewNullLogger(),
 		Test:             &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: rcCh, CloseCh: closed},

@@ -16,7 +16,7 @@ func (h *Host) supervise(inst *instance) {
 	delay := h.cfg.RestartBackoff
 	for inst != nil {
 		why, stopped := h.watch(inst)
-		h.drop(inst)
+		h.drop(inst, stopped)
 		if stopped {
 			return
 		}
@@ -67,14 +67,20 @@ func (h *Host) ping(inst *instance) string {
 	return ""
 }
 
-// drop takes inst out of service and stops its process.
-func (h *Host) drop(inst *instance) {
+// drop takes inst out of service and ends its process: gracefully after
+// Close (no command is in it then), else at once (a lost plugin may still
+// be running a command).
+func (h *Host) drop(inst *instance, closing bool) {
 	h.mu.Lock()
 	if h.cur == inst {
 		h.cur = nil
 	}
 	h.mu.Unlock()
-	inst.stop()
+	if closing {
+		inst.stop()
+		return
+	}
+	inst.kill()
 }
 
 // restart starts the plugin again after delay, doubling the delay (up to

@@ -259,13 +259,17 @@ func (x *Token) GetRaw() string {
 }
 
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Op            string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
-	Args          []byte                 `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"` // a JSON object, or empty
-	Token         *Token                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Op    string                 `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Args  []byte                 `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"` // a JSON object, or empty
+	Token *Token                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	// deadline_unix_nano is the command's deadline (Unix time in
+	// nanoseconds), 0 for none: the driver's ctx ends then. A plugin refuses
+	// to start a command whose deadline has passed.
+	DeadlineUnixNano int64 `protobuf:"varint,5,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ApplyRequest) Reset() {
@@ -324,6 +328,13 @@ func (x *ApplyRequest) GetToken() *Token {
 		return x.Token
 	}
 	return nil
+}
+
+func (x *ApplyRequest) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
 }
 
 // Fence is a device's own highest token (fence.Fence).
@@ -613,12 +624,13 @@ const file_driver_proto_rawDesc = "" +
 	"issuedAtMs\x12\x15\n" +
 	"\x06ttl_ms\x18\x06 \x01(\rR\x05ttlMs\x12\x15\n" +
 	"\x06key_id\x18\a \x01(\fR\x05keyId\x12\x10\n" +
-	"\x03raw\x18\b \x01(\tR\x03raw\"t\n" +
+	"\x03raw\x18\b \x01(\tR\x03raw\"\xa2\x01\n" +
 	"\fApplyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
 	"\x04args\x18\x03 \x01(\fR\x04args\x120\n" +
-	"\x05token\x18\x04 \x01(\v2\x1a.fencegate.driver.v1.TokenR\x05token\"G\n" +
+	"\x05token\x18\x04 \x01(\v2\x1a.fencegate.driver.v1.TokenR\x05token\x12,\n" +
+	"\x12deadline_unix_nano\x18\x05 \x01(\x03R\x10deadlineUnixNano\"G\n" +
 	"\x05Fence\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +

@@ -32,8 +32,11 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Driver is devices.Driver over gRPC. Every call carries the caller's
-// deadline (grpc-timeout); the plugin must answer soon after it passes.
+// Driver is devices.Driver over gRPC. Every call carries a deadline
+// (grpc-timeout); the plugin must answer soon after it passes. An Apply call
+// carries the command's own deadline in its request and a later call
+// deadline, so that the plugin's answer to a command that reached its
+// deadline still arrives.
 type DriverClient interface {
 	// Describe returns the device's capabilities; the agent calls it once
 	// per plugin start.
@@ -87,8 +90,11 @@ func (c *driverClient) Health(ctx context.Context, in *HealthRequest, opts ...gr
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
 //
-// Driver is devices.Driver over gRPC. Every call carries the caller's
-// deadline (grpc-timeout); the plugin must answer soon after it passes.
+// Driver is devices.Driver over gRPC. Every call carries a deadline
+// (grpc-timeout); the plugin must answer soon after it passes. An Apply call
+// carries the command's own deadline in its request and a later call
+// deadline, so that the plugin's answer to a command that reached its
+// deadline still arrives.
 type DriverServer interface {
 	// Describe returns the device's capabilities; the agent calls it once
 	// per plugin start.
