@@ -29,6 +29,7 @@ type Agent struct {
 	env     *env
 	devices []*device
 	byID    map[string]*device
+	domains map[string]*domain // by name; one per fencing domain of the devices
 	boot    time.Time
 
 	broker *mqtt.Embedded // nil when an external broker is configured
@@ -51,15 +52,17 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Agent{cfg: cfg, log: log, byID: map[string]*device{}, boot: time.Now(), failed: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: log, byID: map[string]*device{}, domains: map[string]*domain{}, boot: time.Now(),
+		failed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			a.closeAll()
 		}
 	}()
 	m := newMetrics()
-	a.env = &env{topics: mqtt.Topics{Prefix: cfg.MQTT.Prefix}, m: m, agentID: cfg.Agent.ID,
-		maxPayload: cfg.Limits.MaxPayload, fatal: a.fail}
+	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix}
+	a.env = &env{topics: topics, m: m, agentID: cfg.Agent.ID, maxPayload: cfg.Limits.MaxPayload, fatal: a.fail,
+		replies: mqtt.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes}}
 	if a.env.keys, err = loadKeys(cfg.Trust.Keys); err != nil {
 		return nil, err
 	}
@@ -76,6 +79,7 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if err = a.openDevices(); err != nil {
 		return nil, err
 	}
+	a.env.replies.Deny = a.driverTopics()
 	return a, nil
 }
 
@@ -110,7 +114,7 @@ func (a *Agent) logInDoubt() {
 }
 
 func (a *Agent) openDevices() error {
-	fences, err := a.env.store.Fences()
+	fences, err := a.env.store.DomainFences()
 	if err != nil {
 		return err
 	}
@@ -122,8 +126,8 @@ func (a *Agent) openDevices() error {
 		if err != nil {
 			return fmt.Errorf("devices[%d] (%s): %w", i, dc.ID, err)
 		}
-		d := newDevice(dc, drv, a.env, a.cfg.Limits.Queue, dlog)
-		d.fence = fences[dc.ID].Token
+		d := newDevice(dc, a.domainOf(dc.Domain, fences), drv, a.env, a.cfg.Limits.Queue, dlog)
+		d.dom.devices = append(d.dom.devices, d)
 		if r, ok := drv.(devices.AvailabilityReporter); ok {
 			r.OnAvailability(d.setAvailable)
 		}
@@ -133,11 +137,35 @@ func (a *Agent) openDevices() error {
 	return nil
 }
 
+// domainOf returns the agent's domain of that name, creating it with its
+// durable fence on first use.
+func (a *Agent) domainOf(name string, fences map[string]persist.Fence) *domain {
+	if dm := a.domains[name]; dm != nil {
+		return dm
+	}
+	dm := &domain{name: name, store: a.env.store, m: a.env.m, fence: fences[name].Token,
+		log: a.log.With("domain", name)}
+	a.domains[name] = dm
+	return dm
+}
+
+// driverTopics collects the topic filters the drivers publish to; a reply
+// never goes there.
+func (a *Agent) driverTopics() []string {
+	var out []string
+	for _, d := range a.devices {
+		if tp, ok := d.driver.(devices.TopicPublisher); ok {
+			out = append(out, tp.PublishedTopics()...)
+		}
+	}
+	return out
+}
+
 // listen starts the embedded broker (if no broker is configured) and opens
 // the HTTP listener (unless it is off).
 func (a *Agent) listen() error {
 	if a.cfg.MQTT.Broker == "" {
-		b, err := mqtt.StartEmbedded(a.cfg.MQTT.Listen, a.log.With("component", "broker"))
+		b, err := mqtt.StartEmbeddedLimit(a.cfg.MQTT.Listen, a.log.With("component", "broker"), a.maxPacket())
 		if err != nil {
 			return fmt.Errorf("mqtt.listen: %w", err)
 		}
@@ -151,6 +179,12 @@ func (a *Agent) listen() error {
 		a.httpLn = ln
 	}
 	return nil
+}
+
+// maxPacket is the embedded broker's packet limit: room for the largest
+// command payload and its topic, never below the broker's default.
+func (a *Agent) maxPacket() uint32 {
+	return uint32(max(mqtt.DefaultMaxPacket, a.cfg.Limits.MaxPayload+8<<10))
 }
 
 // BrokerURL is the broker the agent connects to.

@@ -74,9 +74,9 @@ func TestGrantAnnouncementRaisesFence(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	f, err := h.agent.env.store.Fences()
-	if err != nil || f["pump1"].Token.Seq != 42 {
-		t.Fatalf("stored fence %v (%v), want 42", f["pump1"].Token, err)
+	f, err := h.agent.env.store.DomainFences()
+	if err != nil || f["plant"].Token.Seq != 42 {
+		t.Fatalf("stored fence %v (%v), want 42", f["plant"].Token, err)
 	}
 }
 

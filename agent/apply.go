@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate/devices"
@@ -18,6 +19,10 @@ func (d *device) apply(p pending) {
 	var res mqtt.Result
 	if p.cmd.DeadlineMs != 0 && time.Now().UnixMilli() > p.cmd.DeadlineMs {
 		res = d.reject(p.cmd.ID, mqtt.CodeExpired, "deadline_ms passed before the device was free")
+	} else if stale, ok := d.recheck(p); !ok {
+		return // the store failed; the agent stops
+	} else if stale != nil {
+		res = *stale
 	} else {
 		res = d.applyToDriver(p)
 	}
@@ -34,6 +39,31 @@ func (d *device) apply(p pending) {
 	d.env.pub.publish(p.replyTo, b, false)
 }
 
+// recheck compares an accepted command with its domain's durable fence
+// just before it would enter the driver: a grant, or a command to another
+// device of the domain, may have raised the fence while it waited. It
+// returns the rejection if the command is stale now, and ok false if the
+// store failed (reported as fatal).
+func (d *device) recheck(p pending) (stale *mqtt.Result, ok bool) {
+	if err := d.dom.settle(context.Background()); err != nil {
+		d.env.fatal(err)
+		return nil, false
+	}
+	cur, err := d.env.store.DomainFence(d.domain)
+	if err != nil {
+		d.env.fatal(err)
+		return nil, false
+	}
+	if !newerThan(cur, p.tok) {
+		return nil, true
+	}
+	d.dom.raised(cur, false)
+	r := d.reject(p.cmd.ID, mqtt.CodeStaleToken, "a newer lease was accepted while the command waited; not applied")
+	f := cur.Fence()
+	r.Fence = &f
+	return &r, true
+}
+
 func (d *device) applyToDriver(p pending) mqtt.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
 	defer cancel()
@@ -47,6 +77,11 @@ func (d *device) applyToDriver(p pending) mqtt.Result {
 	d.env.m.apply.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return d.failure(p.cmd.ID, err)
+	}
+	if len(out) > devices.MaxOutputBytes {
+		return d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.Code(devices.CodeDeviceError),
+			fmt.Sprintf("the command reached the device, but its output of %d bytes exceeds the %d-byte cap and was dropped",
+				len(out), devices.MaxOutputBytes))
 	}
 	r := d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, "")
 	if len(out) > 0 && json.Valid(out) {

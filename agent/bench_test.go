@@ -33,7 +33,7 @@ type rpcClient struct {
 
 func newRPCClient(tb testing.TB, broker, name string, onAny func(mqtt.Result)) *rpcClient {
 	tb.Helper()
-	c := &rpcClient{replyTo: "rpc/" + name + "/results", onAny: onAny, waiting: map[string]chan mqtt.Result{}}
+	c := &rpcClient{replyTo: "fencegate/v1/replies/rpc-" + name, onAny: onAny, waiting: map[string]chan mqtt.Result{}}
 	opts, err := mqtt.Config{Broker: broker, ClientID: name}.ClientOptions(func(cl paho.Client) {
 		cl.Subscribe(c.replyTo, 1, c.onResult)
 	})

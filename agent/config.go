@@ -21,7 +21,7 @@ const (
 	DefaultMaxPayload  = 64 << 10
 	DefaultQueue       = 1024
 	DefaultTimeout     = 10 * time.Second
-	maxReplyTopicBytes = 1024
+	DefaultGrantWait   = 2 * time.Second
 )
 
 // Config is the agent's configuration file (YAML). Zero values mean defaults.
@@ -60,6 +60,15 @@ type MQTTConfig struct {
 	TLS      mqtt.TLS `yaml:"tls"`
 	// Prefix of protocol v1 topics. Default "fencegate/v1".
 	Prefix string `yaml:"prefix"`
+	// ReplyPrefixes are the topic prefixes a command's reply_to may name.
+	// Default: the reply namespace "<prefix>/replies/". Protocol topics,
+	// $ topics and the topics drivers publish to are refused whatever this
+	// says (see mqtt.ReplyRule).
+	ReplyPrefixes []string `yaml:"reply_prefixes"`
+	// GrantWait bounds how long, after (re)connecting, the agent waits for
+	// the retained grants of its domains before it subscribes to commands.
+	// Default 2 s.
+	GrantWait time.Duration `yaml:"grant_wait"`
 }
 
 // TrustConfig lists the controller public keys whose tokens are accepted.
@@ -125,6 +134,9 @@ func (c Config) WithDefaults() Config {
 	c.MQTT.Listen = orString(c.MQTT.Listen, DefaultListen)
 	c.MQTT.ClientID = orString(c.MQTT.ClientID, "fencegate-agent-"+c.Agent.ID)
 	c.MQTT.Prefix = orString(c.MQTT.Prefix, mqtt.DefaultPrefix)
+	if c.MQTT.GrantWait == 0 {
+		c.MQTT.GrantWait = DefaultGrantWait
+	}
 	c.HTTP.Listen = orString(c.HTTP.Listen, DefaultHTTPListen)
 	if c.Limits.MaxPayload == 0 {
 		c.Limits.MaxPayload = DefaultMaxPayload
@@ -150,6 +162,14 @@ func (c Config) Validate() error {
 	}
 	if err := c.MQTT.client().Validate("mqtt"); err != nil {
 		return err
+	}
+	for i, p := range c.MQTT.ReplyPrefixes {
+		if p == "" || strings.HasPrefix(p, "$") || strings.ContainsAny(p, "+#\x00") {
+			return fmt.Errorf("mqtt.reply_prefixes[%d]: %q must be a non-empty topic prefix without wildcards, not a $ topic", i, p)
+		}
+	}
+	if c.MQTT.GrantWait < 0 {
+		return fmt.Errorf("mqtt.grant_wait: %v is negative", c.MQTT.GrantWait)
 	}
 	if len(c.Trust.Keys) == 0 {
 		return fmt.Errorf("trust.keys: at least one controller public key file is required")

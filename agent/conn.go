@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,16 +33,21 @@ type connection struct {
 	a      *Agent
 	client paho.Client
 	log    *slog.Logger
-	intake atomic.Bool // false once shutdown began: messages are left unacked
-	grants chan []byte // grant announcements, verified off the callback
+	intake atomic.Bool   // false once shutdown began: messages are left unacked
+	settle chan struct{} // one slot: some domain has a pending grant to make durable
 	done   chan struct{}
+
+	grantsMu   sync.Mutex      // guards grantsSeen and lastGrant
+	grantsSeen map[string]bool // grant topics heard from since the last connect
+	lastGrant  time.Time       // when the last grant announcement arrived
 }
 
 // newConnection prepares the client without connecting (New calls it before
 // opening drivers, so env.pub is set before anything can publish); start
 // connects it. A publish before the first connection is queued by paho.
 func (a *Agent) newConnection() (*connection, error) {
-	c := &connection{a: a, log: a.log.With("component", "mqtt"), grants: make(chan []byte, 64), done: make(chan struct{})}
+	c := &connection{a: a, log: a.log.With("component", "mqtt"), settle: make(chan struct{}, 1), done: make(chan struct{}),
+		grantsSeen: map[string]bool{}}
 	c.intake.Store(true)
 	cfg := a.cfg.MQTT.client()
 	cfg.Broker = a.BrokerURL()
@@ -58,23 +67,26 @@ func (a *Agent) newConnection() (*connection, error) {
 // start connects in the background: with connect-retry the client keeps
 // trying, and onConnect subscribes after every connection.
 func (c *connection) start() {
-	go c.routeGrants()
+	go c.settleGrants()
 	c.client.Connect()
 }
 
-// onConnect runs in a paho goroutine after every (re)connection: subscribe,
-// then announce status and every device's state.
+// onConnect runs in its own paho goroutine after every (re)connection. It
+// subscribes to the grant topics first and makes the retained grants
+// durable before it subscribes to commands, so that after an outage a stale
+// command cannot be accepted ahead of the grant that fences it; then it
+// announces status and every device's state.
 func (c *connection) onConnect(cl paho.Client) {
 	a := c.a
 	a.env.m.mqttUp.Set(1)
+	c.awaitRetainedGrants(cl)
+	for _, dm := range a.domains {
+		if err := dm.settle(context.Background()); err != nil {
+			a.fail(err)
+			return
+		}
+	}
 	c.subscribeCommands(cl)
-	filters := map[string]byte{}
-	for _, d := range a.devices {
-		filters[a.env.topics.LeaseGrant(d.domain)] = 1
-	}
-	for f := range filters {
-		cl.Subscribe(f, 1, c.onGrant)
-	}
 	c.log.Info("connected", "broker", a.BrokerURL())
 	c.publish(a.env.topics.AgentStatus(a.cfg.Agent.ID),
 		mustJSON(mqtt.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
@@ -116,7 +128,7 @@ func (c *connection) unknownDevice(id string, m paho.Message) {
 	if fence.ValidID(id) {
 		topic = c.a.env.topics.DeviceResults(id)
 	}
-	if rt := looseReplyTo(m.Payload()); validReplyTo(rt) == nil {
+	if rt := looseReplyTo(m.Payload()); c.a.env.replies.Check(rt) == nil {
 		topic = rt
 	}
 	if topic == "" {
@@ -147,6 +159,13 @@ func (c *connection) commandHandler(d *device) paho.MessageHandler {
 			m.Ack()
 			return
 		}
+		if n := len(m.Payload()); n > c.a.env.maxPayload {
+			// Refused before it is queued: an oversize payload never holds queue memory.
+			p, rej := d.undecodable(m.Payload(), fmt.Sprintf("payload is %d bytes, at most %d", n, c.a.env.maxPayload))
+			d.answer(p.replyTo, *rej)
+			m.Ack()
+			return
+		}
 		select {
 		case d.inbox <- inbound{payload: m.Payload(), ack: m.Ack}:
 		default:
@@ -157,56 +176,101 @@ func (c *connection) commandHandler(d *device) paho.MessageHandler {
 
 func (c *connection) busy(d *device, m paho.Message) {
 	topic := d.resultsTopic
-	if rt := looseReplyTo(m.Payload()); validReplyTo(rt) == nil {
+	if rt := looseReplyTo(m.Payload()); c.a.env.replies.Check(rt) == nil {
 		topic = rt
 	}
 	d.answer(topic, d.reject(looseID(m.Payload()), mqtt.CodeBusy, "device queue is full"))
 	m.Ack()
 }
 
-// onGrant hands a grant announcement to routeGrants without blocking.
+// awaitRetainedGrants subscribes to the grant topic of every domain and
+// waits until each has delivered its retained grant, or no grant arrived
+// for grantQuiet, or mqtt.grant_wait passed — a topic with no retained
+// grant delivers nothing, so the wait cannot be exact.
+func (c *connection) awaitRetainedGrants(cl paho.Client) {
+	filters := map[string]byte{}
+	for name := range c.a.domains {
+		filters[c.a.env.topics.LeaseGrant(name)] = 1
+	}
+	c.grantsMu.Lock()
+	c.grantsSeen, c.lastGrant = map[string]bool{}, time.Now()
+	c.grantsMu.Unlock()
+	if err := mqtt.Wait(cl.SubscribeMultiple(filters, c.onGrant), c.a.cfg.MQTT.GrantWait); err != nil {
+		c.log.Warn("subscribing to grants", "err", err)
+	}
+	deadline := time.Now().Add(c.a.cfg.MQTT.GrantWait)
+	for time.Now().Before(deadline) && !c.grantsSettled(len(filters)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// grantQuiet is how long after the last grant announcement (or the grant
+// subscription) the agent takes the retained grants to be all delivered.
+const grantQuiet = 250 * time.Millisecond
+
+func (c *connection) grantsSettled(topics int) bool {
+	c.grantsMu.Lock()
+	defer c.grantsMu.Unlock()
+	return len(c.grantsSeen) >= topics || time.Since(c.lastGrant) > grantQuiet
+}
+
+// onGrant verifies a grant announcement and puts it in its domain's grant
+// slot (newest wins: nothing is dropped), then wakes settleGrants, which
+// makes it durable. Verification is cached per token, so a repeated grant
+// costs a map lookup; the callback never waits for the disk.
 func (c *connection) onGrant(_ paho.Client, m paho.Message) {
-	select {
-	case c.grants <- m.Payload():
-	default:
-		c.log.Warn("grant dropped: too many pending")
-	}
-	m.Ack()
-}
-
-// routeGrants verifies grant announcements and queues each to the devices
-// of its domain, whose decide stage raises the fence durably.
-func (c *connection) routeGrants() {
-	for {
-		select {
-		case payload := <-c.grants:
-			c.routeGrant(payload)
-		case <-c.done:
-			return
-		}
-	}
-}
-
-func (c *connection) routeGrant(payload []byte) {
-	var g mqtt.Grant
-	if err := json.Unmarshal(payload, &g); err != nil || g.Token == "" {
-		c.a.env.m.grantsIgnore.Inc()
-		c.log.Warn("ignoring undecodable grant announcement")
-		return
-	}
-	tok, err := c.a.env.keys.Verify(g.Token)
+	defer m.Ack()
+	c.grantsMu.Lock()
+	c.grantsSeen[m.Topic()], c.lastGrant = true, time.Now()
+	c.grantsMu.Unlock()
+	tok, err := c.verifyGrant(m.Payload())
 	if err != nil {
 		c.a.env.m.grantsIgnore.Inc()
-		c.log.Warn("ignoring grant announcement with a bad token", "err", err)
+		c.log.Warn("ignoring grant announcement", "topic", m.Topic(), "err", err)
 		return
 	}
-	for _, d := range c.a.devices {
-		if d.domain != tok.Domain {
-			continue
-		}
+	dm := c.a.domains[tok.Domain]
+	if dm == nil || c.a.env.topics.LeaseGrant(tok.Domain) != m.Topic() {
+		c.a.env.m.grantsIgnore.Inc()
+		c.log.Warn("ignoring grant announcement for another topic's domain", "topic", m.Topic(), "domain", tok.Domain)
+		return
+	}
+	dm.offer(tok)
+	select {
+	case c.settle <- struct{}{}:
+	default: // a wake-up is already pending; it settles every domain
+	}
+}
+
+// maxGrantPayload bounds a grant announcement: {"token": ...} with a token
+// of at most fence.MaxTokenLen bytes.
+const maxGrantPayload = 4 << 10
+
+func (c *connection) verifyGrant(payload []byte) (fence.Token, error) {
+	var g mqtt.Grant
+	if len(payload) > maxGrantPayload {
+		return fence.Token{}, fmt.Errorf("announcement of %d bytes, at most %d", len(payload), maxGrantPayload)
+	}
+	if err := json.Unmarshal(payload, &g); err != nil || g.Token == "" {
+		return fence.Token{}, errors.New("undecodable announcement")
+	}
+	return c.a.env.keys.Verify(g.Token)
+}
+
+// settleGrants makes pending grants durable, every domain's, each time
+// onGrant wakes it, until close.
+func (c *connection) settleGrants() {
+	for {
 		select {
-		case d.inbox <- inbound{grant: &tok}:
-		default: // the queue is full: the next command carries the token anyway
+		case <-c.settle:
+			for _, dm := range c.a.domains {
+				if err := dm.settle(context.Background()); err != nil {
+					c.a.fail(err)
+					return
+				}
+			}
+		case <-c.done:
+			return
 		}
 	}
 }

@@ -79,7 +79,7 @@ func newProcEnv(t *testing.T, devs ...childDevice) *procEnv {
 	if err := os.WriteFile(e.cfgPath, []byte(cfg.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.ctl = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "ctl", ReplyTopics: []string{"replies/#"}})
+	e.ctl = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "ctl", ReplyTopics: []string{"fencegate/v1/replies/#"}})
 	t.Cleanup(e.cleanup)
 	return e
 }

@@ -19,18 +19,18 @@ import (
 // is decided durably (or needs no durability: a rejection changes nothing).
 func (d *device) decide(in inbound) {
 	d.queueDepth.Set(float64(len(d.inbox)))
-	if in.grant != nil {
-		d.raiseTo(*in.grant)
-		return
-	}
 	p, rej := d.check(in.payload)
 	if rej != nil {
 		d.answer(p.replyTo, *rej)
 		in.ack()
 		return
 	}
-	dec, err := d.env.store.Accept(context.Background(), persist.Command{Device: d.id, ID: p.cmd.ID, Token: p.tok,
-		ReapplyInDoubt: d.caps.Ops[p.cmd.Op].Idempotent})
+	err := d.dom.settle(context.Background()) // a grant verified by now takes effect before this command
+	var dec persist.Decision
+	if err == nil {
+		dec, err = d.env.store.Accept(context.Background(), persist.Command{Device: d.id, ID: p.cmd.ID, Token: p.tok,
+			Op: p.cmd.Op, Args: p.cmd.Args, Idempotent: d.caps.Ops[p.cmd.Op].Idempotent})
+	}
 	if err != nil {
 		// Not journaled, not acknowledged: the sender's retry (same id) is
 		// decided by the restarted agent.
@@ -38,7 +38,7 @@ func (d *device) decide(in inbound) {
 		d.env.fatal(err)
 		return
 	}
-	d.setFence(dec.Fence, dec.Raised)
+	d.dom.raised(dec.Fence, dec.Raised)
 	in.ack()
 	d.decided(p, dec)
 }
@@ -55,6 +55,9 @@ func (d *device) decided(p pending, dec persist.Decision) {
 		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
 	case persist.WrongDomain:
 		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
+	case persist.IDReused:
+		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeBadRequest,
+			"id reused with a different command (token, op or args differ from the journaled one); nothing done"))
 	}
 }
 
@@ -93,7 +96,7 @@ func (d *device) check(payload []byte) (pending, *mqtt.Result) {
 	if len(payload) > d.env.maxPayload {
 		return d.undecodable(payload, fmt.Sprintf("payload is %d bytes, at most %d", len(payload), d.env.maxPayload))
 	}
-	cmd, err := decodeCommand(payload)
+	cmd, err := decodeCommand(payload, d.env.replies)
 	if err != nil {
 		return d.undecodable(payload, err.Error())
 	}
@@ -123,7 +126,7 @@ func (d *device) check(payload []byte) (pending, *mqtt.Result) {
 // is parsed once), so the answer reaches the sender where it can.
 func (d *device) undecodable(payload []byte, msg string) (pending, *mqtt.Result) {
 	p := pending{replyTo: d.resultsTopic}
-	if rt := looseReplyTo(payload); validReplyTo(rt) == nil {
+	if rt := looseReplyTo(payload); d.env.replies.Check(rt) == nil {
 		p.replyTo = rt
 	}
 	return p, ptr(d.reject(looseID(payload), mqtt.CodeBadRequest, msg))
@@ -132,8 +135,9 @@ func (d *device) undecodable(payload []byte, msg string) (pending, *mqtt.Result)
 func ptr[T any](v T) *T { return &v }
 
 // decodeCommand parses a command strictly: unknown fields, wrong types and
-// missing or out-of-range fields are errors that name the field.
-func decodeCommand(payload []byte) (mqtt.Command, error) {
+// missing or out-of-range fields are errors that name the field; a reply_to
+// the rule refuses is an error naming the rule.
+func decodeCommand(payload []byte, replies mqtt.ReplyRule) (mqtt.Command, error) {
 	var cmd mqtt.Command
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
@@ -156,7 +160,7 @@ func decodeCommand(payload []byte) (mqtt.Command, error) {
 		return cmd, fmt.Errorf("deadline_ms: %d is negative", cmd.DeadlineMs)
 	}
 	if cmd.ReplyTo != "" {
-		if err := validReplyTo(cmd.ReplyTo); err != nil {
+		if err := replies.Check(cmd.ReplyTo); err != nil {
 			return cmd, err
 		}
 	}
@@ -166,16 +170,6 @@ func decodeCommand(payload []byte) (mqtt.Command, error) {
 func isJSONObject(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && (t[0] == '{' || bytes.Equal(t, []byte("null")))
-}
-
-func validReplyTo(t string) error {
-	switch {
-	case t == "" || len(t) > maxReplyTopicBytes:
-		return fmt.Errorf("reply_to: must be 1..%d bytes", maxReplyTopicBytes)
-	case strings.ContainsAny(t, "+#\x00"):
-		return fmt.Errorf("reply_to: %q must not contain wildcards", t)
-	}
-	return nil
 }
 
 // looseFields extracts string fields from a payload that failed strict

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 
@@ -18,6 +17,7 @@ import (
 // MQTT callback only puts messages in inbox.
 type device struct {
 	id, domain string
+	dom        *domain // the device's fencing domain, shared with its other devices
 	cfg        DeviceConfig
 	driver     devices.Driver
 	caps       devices.Capabilities
@@ -30,8 +30,7 @@ type device struct {
 	resultsTopic string           // default reply topic
 	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
 
-	mu        sync.Mutex  // guards fence, last and available
-	fence     fence.Token // mirror of the stored fence, for replies and state
+	mu        sync.Mutex // guards last and available
 	last      *mqtt.Result
 	available bool
 }
@@ -41,6 +40,7 @@ type env struct {
 	store      *persist.Store
 	keys       *fence.KeyRing
 	topics     mqtt.Topics
+	replies    mqtt.ReplyRule // where reply_to may point
 	pub        publisher
 	m          *metrics
 	agentID    string
@@ -53,11 +53,10 @@ type publisher interface {
 	publish(topic string, payload []byte, retained bool)
 }
 
-// inbound is one item for the decide stage: a command message or a grant.
+// inbound is one command message for the decide stage.
 type inbound struct {
 	payload []byte
-	ack     func() // acknowledges the MQTT message; nil for grants
-	grant   *fence.Token
+	ack     func() // acknowledges the MQTT message
 }
 
 // pending is an accepted command (or a retry of one in flight) for the
@@ -69,8 +68,8 @@ type pending struct {
 	await   bool // a retry of a command in flight: answer once it is done
 }
 
-func newDevice(cfg DeviceConfig, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
-	return &device{id: cfg.ID, domain: cfg.Domain, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
+func newDevice(cfg DeviceConfig, dom *domain, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
+	return &device{id: cfg.ID, domain: cfg.Domain, dom: dom, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
 		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true,
 		resultsTopic: e.topics.DeviceResults(cfg.ID), queueDepth: e.m.queueDepth.WithLabelValues(cfg.ID)}
 }
@@ -123,20 +122,6 @@ func (d *device) applyLoop() {
 	}
 }
 
-// setFence updates the fence mirror from a durable decision.
-func (d *device) setFence(tok fence.Token, raised bool) {
-	if tok.IsZero() {
-		return
-	}
-	d.mu.Lock()
-	d.fence = tok
-	d.mu.Unlock()
-	if raised {
-		d.env.m.fenceRaises.Inc()
-		d.publishState()
-	}
-}
-
 // setLast records the latest result; a device_unavailable result marks the
 // device unavailable and any other result from the driver available again,
 // except in_doubt: a driver that lost the device mid-command reports when
@@ -171,22 +156,4 @@ func (d *device) publishState() {
 	d.mu.Unlock()
 	s := mqtt.DeviceState{Device: d.id, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
 	d.env.pub.publish(d.env.topics.DeviceState(d.id), mustJSON(s), true)
-}
-
-// raiseTo raises the fence for an announced grant.
-func (d *device) raiseTo(tok fence.Token) {
-	dec, err := d.env.store.Raise(context.Background(), d.id, tok)
-	if err != nil {
-		d.env.fatal(err)
-		return
-	}
-	switch dec.Outcome {
-	case persist.Accepted:
-		d.setFence(dec.Fence, dec.Raised)
-		if dec.Raised {
-			d.log.Info("fence raised by grant", "fence", dec.Fence.String())
-		}
-	case persist.Conflict, persist.WrongDomain:
-		d.log.Warn("grant refused", "outcome", dec.Outcome.String(), "token", tok.String(), "fence", dec.Fence.String())
-	}
 }

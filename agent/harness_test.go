@@ -67,7 +67,7 @@ func newHarness(t testing.TB, deviceIDs ...string) *harness {
 		h.cfg.Devices = append(h.cfg.Devices, DeviceConfig{ID: id, Domain: "plant", Driver: "sim",
 			Settings: simSettings(t, fmt.Sprintf("log: %s", filepath.Join(h.dir, id+".log")))})
 	}
-	h.sup = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "sup", ReplyTopics: []string{"replies/#"}})
+	h.sup = mqtttest.NewSupervisor(t, b.URL(), mqtttest.Options{ClientID: "sup", ReplyTopics: []string{"fencegate/v1/replies/#"}})
 	return h
 }
 

@@ -21,12 +21,11 @@ func (d *device) result(id string, st mqtt.Status, code mqtt.Code, msg string) m
 // fenceView returns the device's current fence for results and state, or
 // nil if it has none yet.
 func (d *device) fenceView() *fence.Fence {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.fence.IsZero() {
+	tok := d.dom.current()
+	if tok.IsZero() {
 		return nil
 	}
-	f := d.fence.Fence()
+	f := tok.Fence()
 	return &f
 }
 

@@ -1,7 +1,12 @@
 package persist
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -32,6 +37,11 @@ const (
 	// WrongDomain: the token belongs to another fencing domain than the
 	// device's fence (Decision.Fence). Nothing changed.
 	WrongDomain
+	// IDReused: the command id is in the journal for a different command
+	// (another token position, op or args); Decision.Record holds the
+	// journaled one. Nothing changed: a reused id never returns someone
+	// else's result and never re-applies anything.
+	IDReused
 )
 
 func (o Outcome) String() string {
@@ -46,6 +56,8 @@ func (o Outcome) String() string {
 		return "conflict"
 	case WrongDomain:
 		return "wrong_domain"
+	case IDReused:
+		return "id_reused"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -54,11 +66,14 @@ func (o Outcome) String() string {
 type Command struct {
 	Device string      // device id, a valid fence id
 	ID     string      // command id, 1..MaxCommandIDLen bytes, reused on retry
-	Token  fence.Token // verified token the command carries (Raw set)
-	// ReapplyInDoubt accepts again a command the journal holds as in_doubt
-	// (subject to the fence check) instead of answering Duplicate. Only for
-	// ops the driver declares idempotent.
-	ReapplyInDoubt bool
+	Token  fence.Token // verified token the command carries (Raw set); its domain is the fence compared
+	Op     string      // operation name; with Args and the token position it makes the command's digest
+	Args   []byte      // op arguments as sent (JSON or nil)
+	// Idempotent records that the driver declares Op idempotent. It is
+	// journaled with the command: a retry of a command the journal holds as
+	// in_doubt is accepted again (subject to the fence check) only if the
+	// journaled command was idempotent — never on the retry's say-so.
+	Idempotent bool
 }
 
 // Decision is the durable answer to Accept or Raise.
@@ -77,12 +92,15 @@ type Decision struct {
 // Accept is the fence check the agent makes for every command. Atomically
 // with respect to every other operation of the store it:
 //
-//  1. answers Duplicate from the journal if cmd.ID is known (even if its
-//     token is stale by now: a retry gets its original answer);
-//  2. answers Stale if the token is older than the device's fence, or
-//     Conflict if it has the fence's position but is another lease;
-//  3. otherwise raises the fence if the token is newer and journals the
-//     command as accepted.
+//  1. answers IDReused if cmd.ID is journaled for a different command
+//     (digest of token position, op and args), Duplicate if it is the same
+//     command (even if its token is stale by now: a retry gets its original
+//     answer);
+//  2. answers Stale if the token is older than the fence of its domain —
+//     the highest token accepted for any device of the domain, or raised by
+//     a grant — or Conflict if it has that position but is another lease;
+//  3. otherwise raises the domain's fence (and the device's record of its
+//     highest token) if the token is newer and journals the command.
 //
 // It returns only once the decision is durable (fsynced): a driver may see
 // the command after Accept returns Accepted, not before. A token of another
@@ -107,22 +125,22 @@ func (s *Store) Accept(ctx context.Context, cmd Command) (Decision, error) {
 
 func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 	j := journalFor(tx, cmd.Device)
-	f, _, err := getFence(tx, cmd.Device)
-	if err != nil {
-		return Decision{}, err
-	}
 	old, known, err := j.get(cmd.ID)
 	if err != nil {
 		return Decision{}, err
 	}
-	if known && !(cmd.ReapplyInDoubt && old.State == StateInDoubt) {
-		return Decision{Outcome: Duplicate, Fence: f.Token, Record: old}, nil
+	digest := commandDigest(cmd)
+	if known {
+		if d, done, err := s.journaled(tx, old, digest, cmd.Token.Domain); done || err != nil {
+			return d, err
+		}
 	}
-	d, err := s.raise(tx, cmd.Device, f, cmd.Token)
+	d, err := s.raiseForDevice(tx, cmd.Device, cmd.Token)
 	if err != nil || d.Outcome != Accepted {
 		return d, err
 	}
-	rec := Record{ID: cmd.ID, State: StateAccepted, Token: cmd.Token.Fence(), AcceptedAt: s.opts.Now(), order: old.order}
+	rec := Record{ID: cmd.ID, State: StateAccepted, Token: cmd.Token.Fence(), AcceptedAt: s.opts.Now(),
+		Digest: digest, Idempotent: cmd.Idempotent, order: old.order, stamp: s.clock.now()}
 	if old.order != 0 {
 		rec.AcceptedAt = old.AcceptedAt // a re-accepted in-doubt command keeps its place and age
 	}
@@ -133,16 +151,61 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 	return d, nil
 }
 
-// raise compares tok with the device's fence f and raises the fence if tok
-// is newer. Outcome is Accepted (raised or equal lease), Stale, Conflict or
-// WrongDomain. Its error is a storage error only.
-func (s *Store) raise(tx *bolt.Tx, device string, f Fence, tok fence.Token) (Decision, error) {
+// journaled decides a command whose id is already journaled: IDReused for
+// another command, Duplicate for the same one — unless the journaled command
+// is in doubt and was declared idempotent, in which case done is false and
+// Accept goes on to the fence check.
+func (s *Store) journaled(tx *bolt.Tx, old Record, digest, domain string) (d Decision, done bool, err error) {
+	f, _, err := getDomainFence(tx, domain)
+	if err != nil {
+		return Decision{}, true, err
+	}
+	switch {
+	case old.Digest != "" && old.Digest != digest:
+		return Decision{Outcome: IDReused, Fence: f.Token, Record: old}, true, nil
+	case old.State == StateInDoubt && old.Idempotent:
+		return Decision{}, false, nil
+	}
+	return Decision{Outcome: Duplicate, Fence: f.Token, Record: old}, true, nil
+}
+
+// raiseForDevice checks tok against the device's own record (a token of
+// another domain is WrongDomain) and then against its domain's fence,
+// raising both if tok is newer.
+func (s *Store) raiseForDevice(tx *bolt.Tx, device string, tok fence.Token) (Decision, error) {
+	df, _, err := getFence(tx, device)
+	if err != nil {
+		return Decision{}, err
+	}
+	if !df.Token.IsZero() && df.Token.Domain != tok.Domain {
+		return Decision{Outcome: WrongDomain, Fence: df.Token}, nil
+	}
+	d, err := s.raiseDomain(tx, tok)
+	if err != nil || d.Outcome != Accepted {
+		return d, err
+	}
+	if cmp, _ := tok.Compare(df.Token); df.Token.IsZero() || cmp > 0 {
+		if err := putFence(tx, device, Fence{Token: tok, RaisedAt: s.opts.Now()}); err != nil {
+			return Decision{}, err
+		}
+	}
+	return d, nil
+}
+
+// raiseDomain compares tok with the fence of its domain and raises the
+// fence if tok is newer. Outcome is Accepted (raised or equal lease), Stale
+// or Conflict. Its error is a storage error only.
+func (s *Store) raiseDomain(tx *bolt.Tx, tok fence.Token) (Decision, error) {
+	f, _, err := getDomainFence(tx, tok.Domain)
+	if err != nil {
+		return Decision{}, err
+	}
 	if f.Token.IsZero() {
-		return s.putRaised(tx, device, tok)
+		return s.putRaised(tx, tok)
 	}
 	cmp, err := tok.Compare(f.Token)
 	if err != nil {
-		return Decision{Outcome: WrongDomain, Fence: f.Token}, nil
+		return Decision{Outcome: WrongDomain, Fence: f.Token}, nil // cannot happen: same domain key
 	}
 	switch {
 	case cmp < 0:
@@ -152,34 +215,57 @@ func (s *Store) raise(tx *bolt.Tx, device string, f Fence, tok fence.Token) (Dec
 	case cmp == 0:
 		return Decision{Outcome: Accepted, Fence: f.Token}, nil
 	}
-	return s.putRaised(tx, device, tok)
+	return s.putRaised(tx, tok)
 }
 
-func (s *Store) putRaised(tx *bolt.Tx, device string, tok fence.Token) (Decision, error) {
-	if err := putFence(tx, device, Fence{Token: tok, RaisedAt: s.opts.Now()}); err != nil {
+func (s *Store) putRaised(tx *bolt.Tx, tok fence.Token) (Decision, error) {
+	if err := putDomainFence(tx, tok.Domain, Fence{Token: tok, RaisedAt: s.opts.Now()}); err != nil {
 		return Decision{}, err
 	}
 	return Decision{Outcome: Accepted, Fence: tok, Raised: true}, nil
 }
 
-// Raise raises a device's fence to tok without a command — for a lease
-// grant the agent saw announced before the new holder sent anything. The
-// outcome is Accepted (Raised tells whether the fence moved), Stale,
-// Conflict or WrongDomain; it returns once the new fence is durable.
-func (s *Store) Raise(ctx context.Context, device string, tok fence.Token) (Decision, error) {
-	if err := checkDevice(device); err != nil {
-		return Decision{}, err
+// commandDigest identifies a command for dedupe: its token position, op and
+// args. A retry (same id) must match it.
+func commandDigest(cmd Command) string {
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], cmd.Token.Epoch)
+	binary.BigEndian.PutUint64(b[8:], cmd.Token.Seq)
+	h.Write(b[:])
+	h.Write([]byte(cmd.Token.Domain))
+	h.Write([]byte{0})
+	h.Write([]byte(cmd.Op))
+	h.Write([]byte{0})
+	h.Write(compactJSON(cmd.Args))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// compactJSON drops insignificant whitespace so that a retry re-encoded by
+// another JSON library still matches; bytes that are not JSON stay as they are.
+func compactJSON(b []byte) []byte {
+	var out bytes.Buffer
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) || json.Compact(&out, b) != nil {
+		if bytes.Equal(b, []byte("null")) {
+			return nil
+		}
+		return b
 	}
+	return out.Bytes()
+}
+
+// Raise raises the fence of tok's domain to tok without a command — for a
+// lease grant the agent saw announced before the new holder sent anything.
+// The outcome is Accepted (Raised tells whether the fence moved), Stale or
+// Conflict; it returns once the new fence is durable.
+func (s *Store) Raise(ctx context.Context, tok fence.Token) (Decision, error) {
 	if err := checkToken(tok); err != nil {
 		return Decision{}, err
 	}
 	var d Decision
 	err := s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
-		f, _, err := getFence(tx, device)
-		if err != nil {
-			return false, err
-		}
-		d, err = s.raise(tx, device, f, tok)
+		var err error
+		d, err = s.raiseDomain(tx, tok)
 		return d.Raised, err
 	})
 	if err != nil {
@@ -260,5 +346,5 @@ func checkToken(tok fence.Token) error {
 	return nil
 }
 
-// cutoff is the acceptance time before which journal records are too old.
-func (s *Store) cutoff() time.Time { return s.opts.Now().Add(-s.opts.MaxAge) }
+// cutoff is the store-clock stamp before which journal records are too old.
+func (s *Store) cutoff() time.Time { return s.clock.now().Add(-s.opts.MaxAge) }

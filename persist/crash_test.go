@@ -124,7 +124,7 @@ func crashChild(path string) {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)
 	}
-	fences, err := s.Fences()
+	fences, err := s.DomainFences()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child fences:", err)
 		os.Exit(2)
@@ -141,7 +141,7 @@ func crashChild(path string) {
 	var wg sync.WaitGroup
 	for d := range crashDevices {
 		dev := fmt.Sprintf("dev%d", d)
-		wg.Go(func() { crashWorker(ctx, s, dev, fences[dev].Token.Seq, ack) })
+		wg.Go(func() { crashWorker(ctx, s, dev, fences[crashDomain(dev)].Token.Seq, ack) })
 	}
 	wg.Wait()
 	os.Exit(0) // only reached if the parent never killed us
@@ -151,9 +151,9 @@ func crashWorker(ctx context.Context, s *Store, dev string, high uint64, ack fun
 	sg := testSigner(nopTB{})
 	for ctx.Err() == nil {
 		seq := max(1, int64(high)+int64(rand.IntN(7))-3)
-		tok := mustToken(nopTB{}, sg, "plant", 1, uint64(seq), "h"+strconv.FormatInt(seq, 10))
+		tok := mustToken(nopTB{}, sg, crashDomain(dev), 1, uint64(seq), "h"+strconv.FormatInt(seq, 10))
 		if rand.IntN(10) == 0 {
-			d, err := s.Raise(ctx, dev, tok)
+			d, err := s.Raise(ctx, tok)
 			if err != nil {
 				return
 			}
@@ -177,6 +177,10 @@ func crashWorker(ctx context.Context, s *Store, dev string, high uint64, ack fun
 	}
 }
 
+// crashDomain gives each crash-loop device a fencing domain of its own, so
+// the parent can check each device's fence on its own.
+func crashDomain(dev string) string { return "plant-" + dev }
+
 // nopTB lets the child reuse the token helpers outside a test.
 type nopTB struct{ testing.TB }
 
@@ -191,6 +195,7 @@ type crashModel struct {
 	highest    map[string]uint64 // per device, highest acknowledged fence
 	duplicates int
 	stale      int
+	reused     int // a known id retried with another token: refused
 	raises     int
 }
 
@@ -229,6 +234,8 @@ func (m *crashModel) ackAccept(dev, id, seq, outcome string) error {
 		m.duplicates++
 	case Stale.String():
 		m.stale++
+	case IDReused.String():
+		m.reused++
 	default:
 		return fmt.Errorf("%s: unexpected outcome %s", key, outcome)
 	}
@@ -247,12 +254,12 @@ func (m *crashModel) check(path string) error {
 		return err
 	}
 	defer s.Close()
-	fences, err := s.Fences()
+	fences, err := s.DomainFences()
 	if err != nil {
 		return err
 	}
 	for dev, high := range m.highest {
-		if got := fences[dev].Token.Seq; got < high {
+		if got := fences[crashDomain(dev)].Token.Seq; got < high {
 			return fmt.Errorf("%s fence %d below acknowledged %d", dev, got, high)
 		}
 	}

@@ -70,7 +70,7 @@ func TestConcurrentDevices(t *testing.T) {
 		for i := range perDevice {
 			dev := fmt.Sprintf("dev%d", d)
 			toks[d] = append(toks[d], Command{Device: dev, ID: fmt.Sprintf("c%d", i),
-				Token: mustToken(t, sg, "plant", 1, uint64(i/3+1), "A")})
+				Token: mustToken(t, sg, "plant-"+dev, 1, uint64(i/3+1), "A")})
 		}
 	}
 	var wg sync.WaitGroup
@@ -118,9 +118,8 @@ func TestConcurrentDevices(t *testing.T) {
 }
 
 func TestRetentionPrunesOldestDoneRecords(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	clock := func() time.Time { return now }
-	s := mustOpen(t, Options{MaxRecords: 5, MaxAge: time.Hour, Now: clock})
+	var uptime time.Duration
+	s := mustOpen(t, Options{MaxRecords: 5, MaxAge: time.Hour, Uptime: func() time.Duration { return uptime }})
 	sg := testSigner(t)
 	tok := mustToken(t, sg, "plant", 1, 1, "A")
 	mustAccept(t, s, Command{Device: "p", ID: "pending", Token: tok})
@@ -145,7 +144,7 @@ func TestRetentionPrunesOldestDoneRecords(t *testing.T) {
 	if len(j) != 5 || j[0].ID != "c3" || j[4].ID != "c7" {
 		t.Fatalf("journal after count pruning: %v", ids(j))
 	}
-	now = now.Add(2 * time.Hour) // everything is old now; pending ones stay
+	uptime += 2 * time.Hour // everything is old now; pending ones stay
 	if err := s.Prune(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,11 @@ import (
 // while the pending and fences buckets stay a page or two for everyone.
 //
 //	meta     "schema" → "1"
-//	fences   device → fenceJSON (highest accepted token)
+//	domains  domain → fenceJSON (the fence: highest token accepted for any
+//	         device of the domain, or raised by a grant)
+//	fences   device → fenceJSON (highest token accepted for the device; status)
 //	journal  device NUL id → recordJSON
-//	order    device NUL big-endian uint64 n → 8-byte accepted-at (Unix ms) + id
+//	order    device NUL big-endian uint64 n → 8-byte store-clock stamp (ms) + id
 //	pending  device NUL id → "" while the command is accepted without result
 //
 // A device's order numbers only grow and are only removed from the front
@@ -26,6 +28,7 @@ import (
 var (
 	bucketMeta    = []byte("meta")
 	bucketFences  = []byte("fences")
+	bucketDomains = []byte("domains")
 	bucketJournal = []byte("journal")
 	bucketOrder   = []byte("order")
 	bucketPending = []byte("pending")
@@ -106,8 +109,9 @@ func (j journal) orderBounds() (last, first uint64) {
 	return binary.BigEndian.Uint64(k[len(j.prefix):]), first
 }
 
-// forEach calls fn with each of the device's order entries, oldest first.
-func (j journal) forEach(fn func(acceptedAt time.Time, id string) error) error {
+// forEach calls fn with each of the device's order entries, oldest first,
+// with the store-clock stamp of its acceptance.
+func (j journal) forEach(fn func(stamp time.Time, id string) error) error {
 	c := j.order.Cursor()
 	for k, v := c.Seek(j.prefix); k != nil && bytes.HasPrefix(k, j.prefix); k, v = c.Next() {
 		at, id := splitOrderValue(v)
@@ -123,7 +127,7 @@ func (j journal) isPending(id string) bool { return j.pending.Get(j.key([]byte(i
 func orderKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 
 func orderValue(r Record) []byte {
-	v := binary.BigEndian.AppendUint64(nil, uint64(r.AcceptedAt.UnixMilli()))
+	v := binary.BigEndian.AppendUint64(nil, uint64(r.stamp.UnixMilli()))
 	return append(v, r.ID...)
 }
 
@@ -163,6 +167,57 @@ func putFence(tx *bolt.Tx, device string, f Fence) error {
 	return nil
 }
 
+// lastStamp is the store-clock stamp of the device's newest order entry
+// (zero time if it has none).
+func (j journal) lastStamp() time.Time {
+	last, _ := j.orderBounds()
+	if last == 0 {
+		return time.Time{}
+	}
+	at, _ := splitOrderValue(j.order.Get(j.key(orderKey(last))))
+	return at
+}
+
+func getDomainFence(tx *bolt.Tx, domain string) (Fence, bool, error) {
+	v := tx.Bucket(bucketDomains).Get([]byte(domain))
+	if v == nil {
+		return Fence{}, false, nil
+	}
+	f, err := decodeFence(domain, v)
+	return f, err == nil, err
+}
+
+func putDomainFence(tx *bolt.Tx, domain string, f Fence) error {
+	v, err := encodeFence(f)
+	if err != nil {
+		return fmt.Errorf("domain fence %q: %w", domain, err)
+	}
+	if err := tx.Bucket(bucketDomains).Put([]byte(domain), v); err != nil {
+		return fmt.Errorf("domain fence %q: %w", domain, err)
+	}
+	return nil
+}
+
+// migrateDomainFences raises each domain's fence to the highest device
+// fence of the domain: files written before fences were per domain had
+// only device fences. It changes nothing on a current file.
+func migrateDomainFences(tx *bolt.Tx) error {
+	return tx.Bucket(bucketFences).ForEach(func(k, v []byte) error {
+		f, err := decodeFence(string(k), v)
+		if err != nil {
+			return err
+		}
+		cur, _, err := getDomainFence(tx, f.Token.Domain)
+		if err != nil {
+			return err
+		}
+		if cmp, _ := f.Token.Compare(cur.Token); cur.Token.IsZero() || cmp > 0 {
+			return putDomainFence(tx, f.Token.Domain, f)
+		}
+		return nil
+	})
+}
+
 // initLayout creates the buckets of a new file and checks the schema of an
 // existing one.
 func initLayout(tx *bolt.Tx) error {
@@ -178,7 +233,7 @@ func initLayout(tx *bolt.Tx) error {
 	case !bytes.Equal(v, schemaVersion):
 		return fmt.Errorf("%w: schema %q, this build reads %q", ErrCorrupt, v, schemaVersion)
 	}
-	for _, name := range [][]byte{bucketFences, bucketJournal, bucketOrder, bucketPending} {
+	for _, name := range [][]byte{bucketFences, bucketDomains, bucketJournal, bucketOrder, bucketPending} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}

@@ -12,35 +12,59 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// model is the in-memory statement of the store's rules: per device a fence
-// and a journal of command states.
+// model is the in-memory statement of the store's rules: per domain a
+// fence, per device its highest accepted token, and a journal of commands.
 type model struct {
-	fence   map[string]fence.Token
-	journal map[string]map[string]State
+	domain  map[string]fence.Token
+	device  map[string]fence.Token
+	journal map[string]map[string]modelEntry
+}
+
+type modelEntry struct {
+	state      State
+	digest     string
+	idempotent bool
+}
+
+func newModel() *model {
+	return &model{domain: map[string]fence.Token{}, device: map[string]fence.Token{}, journal: map[string]map[string]modelEntry{}}
+}
+
+func modelDigest(cmd Command) string {
+	return fmt.Sprint(cmd.Token.Domain, cmd.Token.Epoch, cmd.Token.Seq, cmd.Op)
 }
 
 func (m *model) accept(cmd Command) Outcome {
-	st, known := m.journal[cmd.Device][cmd.ID]
-	if known && !(cmd.ReapplyInDoubt && st == StateInDoubt) {
+	e, known := m.journal[cmd.Device][cmd.ID]
+	switch {
+	case known && e.digest != modelDigest(cmd):
+		return IDReused
+	case known && !(e.idempotent && e.state == StateInDoubt):
 		return Duplicate
 	}
-	o := m.raise(cmd.Device, cmd.Token)
+	if f, ok := m.device[cmd.Device]; ok && f.Domain != cmd.Token.Domain {
+		return WrongDomain
+	}
+	o := m.raise(cmd.Token)
 	if o == Accepted {
-		if m.journal[cmd.Device] == nil {
-			m.journal[cmd.Device] = map[string]State{}
+		if f, ok := m.device[cmd.Device]; !ok || newer(cmd.Token, f) {
+			m.device[cmd.Device] = cmd.Token
 		}
-		m.journal[cmd.Device][cmd.ID] = StateAccepted
+		if m.journal[cmd.Device] == nil {
+			m.journal[cmd.Device] = map[string]modelEntry{}
+		}
+		m.journal[cmd.Device][cmd.ID] = modelEntry{StateAccepted, modelDigest(cmd), cmd.Idempotent}
 	}
 	return o
 }
 
-func (m *model) raise(device string, tok fence.Token) Outcome {
-	f, ok := m.fence[device]
+func newer(a, b fence.Token) bool { return a.Epoch > b.Epoch || a.Epoch == b.Epoch && a.Seq > b.Seq }
+
+func (m *model) raise(tok fence.Token) Outcome {
+	f, ok := m.domain[tok.Domain]
 	switch {
 	case !ok:
-	case f.Domain != tok.Domain:
-		return WrongDomain
-	case tok.Epoch < f.Epoch || tok.Epoch == f.Epoch && tok.Seq < f.Seq:
+	case newer(f, tok):
 		return Stale
 	case tok.Epoch == f.Epoch && tok.Seq == f.Seq:
 		if tok.Holder != f.Holder || tok.IssuedAt != f.IssuedAt {
@@ -48,23 +72,26 @@ func (m *model) raise(device string, tok fence.Token) Outcome {
 		}
 		return Accepted
 	}
-	m.fence[device] = tok
+	m.domain[tok.Domain] = tok
 	return Accepted
 }
 
 func (m *model) complete(device, id string) bool {
-	if m.journal[device][id] != StateAccepted {
+	e := m.journal[device][id]
+	if e.state != StateAccepted {
 		return false
 	}
-	m.journal[device][id] = StateDone
+	e.state = StateDone
+	m.journal[device][id] = e
 	return true
 }
 
 func (m *model) reopen() {
 	for _, j := range m.journal {
-		for id, st := range j {
-			if st == StateAccepted {
-				j[id] = StateInDoubt
+		for id, e := range j {
+			if e.state == StateAccepted {
+				e.state = StateInDoubt
+				j[id] = e
 			}
 		}
 	}
@@ -82,7 +109,7 @@ func TestStoreMatchesModel(t *testing.T) {
 			rt.Fatal(err)
 		}
 		h := &modelHarness{t: rt, sg: sg, path: filepath.Join(sub, "f.db"),
-			m: &model{fence: map[string]fence.Token{}, journal: map[string]map[string]State{}}}
+			m: newModel()}
 		h.open()
 		defer func() { h.s.Close() }()
 		rt.Repeat(map[string]func(*rapid.T){
@@ -127,7 +154,8 @@ func genDevice(t *rapid.T) string { return rapid.SampledFrom([]string{"p1", "p2"
 func genID(t *rapid.T) string     { return fmt.Sprintf("c%d", rapid.IntRange(0, 5).Draw(t, "id")) }
 
 func (h *modelHarness) accept(t *rapid.T) {
-	cmd := Command{Device: genDevice(t), ID: genID(t), Token: h.genToken(t), ReapplyInDoubt: rapid.Bool().Draw(t, "reapply")}
+	cmd := Command{Device: genDevice(t), ID: genID(t), Token: h.genToken(t),
+		Op: rapid.SampledFrom([]string{"set", "set", "pulse"}).Draw(t, "op"), Idempotent: rapid.Bool().Draw(t, "idempotent")}
 	d, err := h.s.Accept(context.Background(), cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -146,13 +174,13 @@ func (h *modelHarness) complete(t *rapid.T) {
 }
 
 func (h *modelHarness) raise(t *rapid.T) {
-	dev, tok := genDevice(t), h.genToken(t)
-	d, err := h.s.Raise(context.Background(), dev, tok)
+	tok := h.genToken(t)
+	d, err := h.s.Raise(context.Background(), tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := h.m.raise(dev, tok); d.Outcome != want {
-		t.Fatalf("raise %s %v: store %v, model %v", dev, tok, d.Outcome, want)
+	if want := h.m.raise(tok); d.Outcome != want {
+		t.Fatalf("raise %v: store %v, model %v", tok, d.Outcome, want)
 	}
 }
 
@@ -166,18 +194,16 @@ func (h *modelHarness) reopen(t *rapid.T) {
 
 // check compares the store's fences and journals with the model.
 func (h *modelHarness) check(t *rapid.T) {
-	fences, err := h.s.Fences()
+	domains, err := h.s.DomainFences()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fences) != len(h.m.fence) {
-		t.Fatalf("store has %d fences, model %d", len(fences), len(h.m.fence))
+	checkFences(t, "domain", domains, h.m.domain)
+	devices, err := h.s.Fences()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for dev, want := range h.m.fence {
-		if got := fences[dev].Token; !got.SameLease(want) {
-			t.Fatalf("fence of %s: store %v, model %v", dev, got, want)
-		}
-	}
+	checkFences(t, "device", devices, h.m.device)
 	for dev, j := range h.m.journal {
 		recs, err := h.s.Journal(dev)
 		if err != nil {
@@ -187,9 +213,20 @@ func (h *modelHarness) check(t *rapid.T) {
 			t.Fatalf("journal of %s: store %v, model %v", dev, ids(recs), j)
 		}
 		for _, r := range recs {
-			if j[r.ID] != r.State {
-				t.Fatalf("journal %s/%s: store %s, model %s", dev, r.ID, r.State, j[r.ID])
+			if j[r.ID].state != r.State {
+				t.Fatalf("journal %s/%s: store %s, model %s", dev, r.ID, r.State, j[r.ID].state)
 			}
+		}
+	}
+}
+
+func checkFences(t *rapid.T, kind string, store map[string]Fence, model map[string]fence.Token) {
+	if len(store) != len(model) {
+		t.Fatalf("store has %d %s fences, model %d", len(store), kind, len(model))
+	}
+	for k, want := range model {
+		if got := store[k].Token; !got.SameLease(want) {
+			t.Fatalf("%s fence of %s: store %v, model %v", kind, k, got, want)
 		}
 	}
 }

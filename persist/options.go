@@ -26,14 +26,23 @@ type Options struct {
 	// 10 000. The journal is the dedupe window: a command id pruned from it
 	// is treated as new if it comes again.
 	MaxRecords int
-	// MaxAge is the journal retention per device, in time since acceptance.
-	// Default 24 h. Records are pruned when either bound is passed; records
-	// still waiting for a result are never pruned.
+	// MaxAge is the journal retention per device, in time since acceptance
+	// as the store clock counts it: the time the store was open, measured on
+	// the monotonic clock (see storeClock). A wall-clock step — a gateway
+	// without RTC booting in 1970, then corrected by NTP — never ages a
+	// record; time the agent was down does not count either, so the window
+	// only ever grows. Default 24 h. Records are pruned when either bound is
+	// passed; records still waiting for a result are never pruned.
 	MaxAge time.Duration
 	// MaxBatch bounds the operations applied in one transaction. Default 4096.
 	MaxBatch int
-	// Now returns the wall-clock time stamped on records. Default time.Now.
+	// Now returns the wall-clock time stamped on records for display
+	// (AcceptedAt, DoneAt). Retention never uses it. Default time.Now.
 	Now func() time.Time
+	// Uptime returns the monotonic time since the store was opened; the
+	// store clock advances by it. Default: time.Since(open), monotonic.
+	// Tests set it to age records without touching the wall clock.
+	Uptime func() time.Duration
 	// OnCommit, if set, is called by the writer goroutine after each
 	// successful commit (the fsync has returned) and before any caller whose
 	// operation was in it is released, with the number of operations in the
@@ -56,6 +65,10 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Uptime == nil {
+		opened := time.Now()
+		o.Uptime = func() time.Duration { return time.Since(opened) }
 	}
 	return o
 }

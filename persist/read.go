@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"github.com/fencegate/fencegate/fence"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -52,4 +53,34 @@ func (s *Store) Journal(device string) ([]Record, error) {
 		})
 	})
 	return out, err
+}
+
+// DomainFences returns every fencing domain's fence: the highest token
+// accepted for any of its devices or raised by a grant, by domain.
+func (s *Store) DomainFences() (map[string]Fence, error) {
+	out := make(map[string]Fence)
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
+			f, err := decodeFence(string(k), v)
+			if err != nil {
+				return err
+			}
+			out[string(k)] = f
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DomainFence returns the durable fence of one domain (zero Token if it has
+// none). It reads committed state only: a raise whose commit has returned is
+// seen, one still queued is not.
+func (s *Store) DomainFence(domain string) (fence.Token, error) {
+	var f Fence
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		f, _, err = getDomainFence(tx, domain)
+		return err
+	})
+	return f.Token, err
 }

@@ -31,7 +31,13 @@ type Record struct {
 	AcceptedAt time.Time
 	DoneAt     time.Time // zero unless State is StateDone
 	Result     []byte    // opaque result bytes; nil unless State is StateDone
+	// Digest identifies the command (token position, op, args); a retry
+	// must match it. Empty for records written before digests existed.
+	Digest string
+	// Idempotent: the driver declared the op idempotent when it was accepted.
+	Idempotent bool
 	order      uint64    // position in the device's journal order
+	stamp      time.Time // store-clock time of acceptance, for retention (order index)
 }
 
 // recordJSON is Record's stored form. Times are Unix milliseconds.
@@ -42,10 +48,13 @@ type recordJSON struct {
 	DoneAt     int64       `json:"done_at,omitempty"`
 	Result     []byte      `json:"result,omitempty"`
 	Order      uint64      `json:"order"`
+	Digest     string      `json:"digest,omitempty"`
+	Idempotent bool        `json:"idempotent,omitempty"`
 }
 
 func encodeRecord(r Record) ([]byte, error) {
-	j := recordJSON{State: r.State, Token: r.Token, AcceptedAt: r.AcceptedAt.UnixMilli(), Result: r.Result, Order: r.order}
+	j := recordJSON{State: r.State, Token: r.Token, AcceptedAt: r.AcceptedAt.UnixMilli(), Result: r.Result, Order: r.order,
+		Digest: r.Digest, Idempotent: r.Idempotent}
 	if !r.DoneAt.IsZero() {
 		j.DoneAt = r.DoneAt.UnixMilli()
 	}
@@ -58,7 +67,7 @@ func decodeRecord(id string, b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: journal %q: %v", ErrCorrupt, id, err)
 	}
 	r := Record{ID: id, State: j.State, Token: j.Token, AcceptedAt: time.UnixMilli(j.AcceptedAt),
-		Result: j.Result, order: j.Order}
+		Result: j.Result, Digest: j.Digest, Idempotent: j.Idempotent, order: j.Order}
 	if j.DoneAt != 0 {
 		r.DoneAt = time.UnixMilli(j.DoneAt)
 	}

@@ -12,10 +12,11 @@ import (
 // group-committed; reads run in their own read-only transactions and see
 // only committed state.
 type Store struct {
-	db   *bolt.DB
-	path string
-	opts Options
-	w    *Committer
+	db    *bolt.DB
+	path  string
+	opts  Options
+	w     *Committer
+	clock storeClock // retention's clock: never stepped by the wall clock
 
 	inDoubt []DeviceCommand // set by Open, read-only after
 }
@@ -56,6 +57,10 @@ func (s *Store) recover(tx *bolt.Tx) error {
 	if err := initLayout(tx); err != nil {
 		return err
 	}
+	if err := migrateDomainFences(tx); err != nil {
+		return err
+	}
+	s.clock = newStoreClock(tx, s.opts.Uptime)
 	if err := s.markInDoubt(tx); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ func TestAcceptRules(t *testing.T) {
 	t42 := mustToken(t, sg, "plant", 7, 42, "B")
 	t42forged := mustToken(t, sg, "plant", 7, 42, "C") // same position, other lease
 	t43 := mustToken(t, sg, "plant", 7, 43, "A")
+	yard5 := mustToken(t, sg, "yard", 1, 5, "A")
 
 	tests := []struct {
 		name       string
@@ -27,9 +28,12 @@ func TestAcceptRules(t *testing.T) {
 		{"same lease accepted", Command{Device: "pump1", ID: "c2", Token: t42}, Accepted, 42, false},
 		{"older token stale", Command{Device: "pump1", ID: "c3", Token: t41}, Stale, 42, false},
 		{"equal position other lease", Command{Device: "pump1", ID: "c4", Token: t42forged}, Conflict, 42, false},
-		{"retry of known id is duplicate", Command{Device: "pump1", ID: "c1", Token: t41}, Duplicate, 42, false},
+		{"retry of known id is duplicate", Command{Device: "pump1", ID: "c1", Token: t42}, Duplicate, 42, false},
+		{"known id with another token is reused", Command{Device: "pump1", ID: "c1", Token: t41}, IDReused, 42, false},
+		{"known id with another op is reused", Command{Device: "pump1", ID: "c1", Token: t42, Op: "pulse"}, IDReused, 42, false},
 		{"newer token raises", Command{Device: "pump1", ID: "c5", Token: t43}, Accepted, 43, true},
-		{"other device independent", Command{Device: "pump2", ID: "c1", Token: t41}, Accepted, 41, true},
+		{"other device of the domain is fenced too", Command{Device: "pump2", ID: "c1", Token: t41}, Stale, 43, false},
+		{"other domain independent", Command{Device: "fan1", ID: "c1", Token: yard5}, Accepted, 5, true},
 	}
 	s := mustOpen(t, Options{})
 	for _, tc := range tests {
@@ -135,7 +139,11 @@ func TestReopenDurabilityAndInDoubt(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAccept(t, s, Command{Device: "p", ID: "inflight", Token: t9})
-	if _, err := s.Raise(ctxT(t), "q", mustToken(t, sg, "plant", 3, 11, "B")); err != nil {
+	mustAccept(t, s, Command{Device: "q", ID: "q1", Token: mustToken(t, sg, "yard", 3, 10, "B")})
+	if err := s.Complete(ctxT(t), "q", "q1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Raise(ctxT(t), mustToken(t, sg, "yard", 3, 11, "B")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -150,8 +158,15 @@ func TestReopenDurabilityAndInDoubt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fences["p"].Token.Seq != 9 || fences["q"].Token.Seq != 11 || fences["q"].Token.Holder != "B" {
-		t.Fatalf("fences after reopen: %+v", fences)
+	if fences["p"].Token.Seq != 9 || fences["q"].Token.Seq != 10 {
+		t.Fatalf("device fences after reopen: %+v", fences)
+	}
+	domains, err := s2.DomainFences()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if domains["plant"].Token.Seq != 9 || domains["yard"].Token.Seq != 11 || domains["yard"].Token.Holder != "B" {
+		t.Fatalf("domain fences after reopen: %+v", domains)
 	}
 	d := mustAccept(t, s2, Command{Device: "p", ID: "inflight", Token: t9})
 	if d.Outcome != Duplicate || d.Record.State != StateInDoubt {
@@ -171,20 +186,18 @@ func TestReapplyInDoubt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
 	s, _ := Open(path, Options{})
 	t1 := mustToken(t, sg, "plant", 1, 1, "A")
-	mustAccept(t, s, Command{Device: "p", ID: "x", Token: t1})
-	mustAccept(t, s, Command{Device: "p", ID: "y", Token: t1})
+	mustAccept(t, s, Command{Device: "p", ID: "x", Token: t1, Idempotent: true})
+	mustAccept(t, s, Command{Device: "p", ID: "y", Token: t1, Idempotent: true})
 	s.Close()
 	s2 := mustOpenPath(t, path, Options{})
-	mustAccept(t, s2, Command{Device: "p", ID: "z", Token: mustToken(t, sg, "plant", 1, 2, "B")})
-
-	d := mustAccept(t, s2, Command{Device: "p", ID: "x", Token: t1, ReapplyInDoubt: true})
-	if d.Outcome != Stale {
-		t.Fatalf("reapply with a superseded token: %v, want stale", d.Outcome)
-	}
-	t3 := mustToken(t, sg, "plant", 1, 3, "A")
-	d = mustAccept(t, s2, Command{Device: "p", ID: "y", Token: t3, ReapplyInDoubt: true})
+	d := mustAccept(t, s2, Command{Device: "p", ID: "y", Token: t1})
 	if d.Outcome != Accepted || d.Record.State != StateAccepted {
 		t.Fatalf("reapply: %v %v", d.Outcome, d.Record.State)
+	}
+	mustAccept(t, s2, Command{Device: "p", ID: "z", Token: mustToken(t, sg, "plant", 1, 2, "B")})
+	d = mustAccept(t, s2, Command{Device: "p", ID: "x", Token: t1})
+	if d.Outcome != Stale {
+		t.Fatalf("reapply with a superseded token: %v, want stale", d.Outcome)
 	}
 	if r, _, _ := s2.Lookup("p", "x"); r.State != StateInDoubt {
 		t.Fatalf("stale reapply changed record: %v", r.State)

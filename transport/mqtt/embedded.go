@@ -18,9 +18,21 @@ type Embedded struct {
 	addr net.Addr
 }
 
+// DefaultMaxPacket is the embedded broker's largest packet, in bytes: a
+// client sending a larger one is disconnected by the broker, so no payload
+// of unbounded size ever reaches a subscriber's queue.
+const DefaultMaxPacket = 1 << 20
+
 // StartEmbedded starts a broker listening on addr ("127.0.0.1:0" picks a free
-// port; URL tells which). log may be nil (a discarding logger is used).
+// port; URL tells which), with packets up to DefaultMaxPacket. log may be nil
+// (a discarding logger is used).
 func StartEmbedded(addr string, log *slog.Logger) (*Embedded, error) {
+	return StartEmbeddedLimit(addr, log, DefaultMaxPacket)
+}
+
+// StartEmbeddedLimit is StartEmbedded with packets up to maxPacket bytes
+// (0 means DefaultMaxPacket).
+func StartEmbeddedLimit(addr string, log *slog.Logger, maxPacket uint32) (*Embedded, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -28,7 +40,12 @@ func StartEmbedded(addr string, log *slog.Logger) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker: listen %s: %w", addr, err)
 	}
-	srv := mochi.New(&mochi.Options{Logger: log, InlineClient: true})
+	if maxPacket == 0 {
+		maxPacket = DefaultMaxPacket
+	}
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = maxPacket
+	srv := mochi.New(&mochi.Options{Logger: log, InlineClient: true, Capabilities: caps})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)

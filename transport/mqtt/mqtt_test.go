@@ -110,3 +110,46 @@ func TestEmbeddedBrokerRoundTrip(t *testing.T) {
 	}
 	t.Fatal("no message came back in 50 tries")
 }
+
+// TestEmbeddedRefusesOversizePackets: a publish larger than the broker's
+// packet limit never reaches a subscriber (the broker drops the sender).
+func TestEmbeddedRefusesOversizePackets(t *testing.T) {
+	b, err := StartEmbeddedLimit("127.0.0.1:0", nil, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan int, 4)
+	sub := connectTest(t, b, "sub")
+	if err := Wait(sub.Subscribe("big/#", 1, func(_ paho.Client, m paho.Message) { got <- len(m.Payload()) }), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pub := connectTest(t, b, "pub")
+	pub.Publish("big/x", 1, false, make([]byte, 100<<10)).WaitTimeout(2 * time.Second)
+	pub2 := connectTest(t, b, "pub2")
+	if err := Wait(pub2.Publish("big/y", 1, false, []byte("small")), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != len("small") {
+			t.Fatalf("a %d-byte payload passed a 64 KiB packet limit", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the small message after the oversize one never arrived")
+	}
+}
+
+func connectTest(t *testing.T, b *Embedded, id string) paho.Client {
+	t.Helper()
+	opts, err := Config{Broker: b.URL(), ClientID: id}.ClientOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(opts.SetAutoReconnect(false).SetConnectRetry(false))
+	if err := Wait(c.Connect(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}

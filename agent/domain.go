@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/persist"
+)
+
+// domain is one fencing domain of this agent: the mirror of its durable
+// fence, shared by every device of the domain, and the slot of the newest
+// verified grant not yet made durable.
+//
+// A grant is never dropped: offer keeps the newest one in the slot (an older
+// one is superseded, which is harmless: the newer one raises the fence
+// higher), and settle makes it durable. The grant router settles after every
+// offer; each device's decide and apply stages settle before they compare a
+// command with the fence, so a grant that has been verified takes effect
+// before any command compared after it, however full the queues are.
+type domain struct {
+	name    string
+	store   *persist.Store
+	log     *slog.Logger
+	m       *metrics
+	devices []*device // set up by the agent before Run; read-only after
+
+	mu      sync.Mutex  // guards fence and pending
+	fence   fence.Token // mirror of the durable fence (persist.DomainFence)
+	pending fence.Token // newest verified grant above fence, not yet durable; zero if none
+
+	settleMu sync.Mutex // serializes settle, so a raise is never made twice concurrently
+}
+
+// current returns the fence mirror (zero if the domain has none).
+func (dm *domain) current() fence.Token {
+	dm.mu.Lock()
+	defer dm.mu.Unlock()
+	return dm.fence
+}
+
+// offer puts a verified grant in the slot if it is newer than both the fence
+// and the grant already there.
+func (dm *domain) offer(tok fence.Token) {
+	dm.mu.Lock()
+	defer dm.mu.Unlock()
+	if newerThan(tok, dm.fence) && newerThan(tok, dm.pending) {
+		dm.pending = tok
+	}
+}
+
+// settle makes the pending grant, if any, durable. It returns a storage
+// error only; the caller reports it as fatal.
+func (dm *domain) settle(ctx context.Context) error {
+	dm.settleMu.Lock()
+	defer dm.settleMu.Unlock()
+	dm.mu.Lock()
+	tok := dm.pending
+	dm.mu.Unlock()
+	if tok.IsZero() {
+		return nil
+	}
+	dec, err := dm.store.Raise(ctx, tok)
+	if err != nil {
+		return err
+	}
+	dm.mu.Lock()
+	if dm.pending.SameLease(tok) {
+		dm.pending = fence.Token{}
+	}
+	dm.mu.Unlock()
+	switch dec.Outcome {
+	case persist.Accepted:
+		dm.raised(dec.Fence, dec.Raised)
+		if dec.Raised {
+			dm.log.Info("fence raised by grant", "fence", dec.Fence.String())
+		}
+	case persist.Conflict:
+		dm.log.Warn("grant refused: same position as the fence, another lease", "token", tok.String(), "fence", dec.Fence.String())
+	}
+	return nil
+}
+
+// raised updates the mirror from a durable decision and, if the fence moved,
+// announces the new fence in the state of every device of the domain.
+func (dm *domain) raised(tok fence.Token, moved bool) {
+	if tok.IsZero() {
+		return
+	}
+	dm.mu.Lock()
+	up := newerThan(tok, dm.fence)
+	if up {
+		dm.fence = tok
+	}
+	dm.mu.Unlock()
+	if !moved || !up {
+		return
+	}
+	dm.m.fenceRaises.Inc()
+	for _, d := range dm.devices {
+		d.publishState()
+	}
+}
+
+// newerThan reports whether a is a later lease than b of the same domain
+// (any token is newer than the zero token).
+func newerThan(a, b fence.Token) bool {
+	if b.IsZero() {
+		return !a.IsZero()
+	}
+	cmp, err := a.Compare(b)
+	return err == nil && cmp > 0
+}
