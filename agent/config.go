@@ -15,13 +15,13 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultDataDir     = "fencegate-data"
-	DefaultListen      = "127.0.0.1:1883"
-	DefaultHTTPListen  = "127.0.0.1:9464"
-	DefaultMaxPayload  = 64 << 10
-	DefaultQueue       = 1024
-	DefaultTimeout     = 10 * time.Second
-	DefaultGrantWait   = 2 * time.Second
+	DefaultDataDir    = "fencegate-data"
+	DefaultListen     = "127.0.0.1:1883"
+	DefaultHTTPListen = "127.0.0.1:9464"
+	DefaultMaxPayload = 64 << 10
+	DefaultQueue      = 1024
+	DefaultTimeout    = 10 * time.Second
+	DefaultGrantWait  = 2 * time.Second
 )
 
 // Config is the agent's configuration file (YAML). Zero values mean defaults.
