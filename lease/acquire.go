@@ -161,6 +161,9 @@ func retried(d *domain, q RequestRecord, req Request, now time.Time) (Response, 
 // grant mints the domain's next token for req, makes it durable and starts
 // its lease; d.mu is held.
 func (c *Controller) grant(ctx context.Context, name string, d *domain, req Request, now time.Time) (Response, fence.Token, error) {
+	if err := c.checkFloor(ctx, name, d.rec.Seq+1); err != nil {
+		return Response{}, fence.Token{}, err
+	}
 	tok, err := c.signer.Sign(fence.Token{Domain: name, Epoch: c.epoch, Seq: d.rec.Seq + 1, Holder: req.Holder,
 		IssuedAt: now.UnixMilli(), TTLms: uint32(req.TTLms)})
 	if err != nil {

@@ -60,6 +60,11 @@ type Config struct {
 	// glob patterns ("press-*", "line[0-9]"); a request for any other
 	// domain is answered bad_request. Empty: every valid name.
 	Domains []string
+	// EpochFloor, if set, reports positions seen outside the store; a
+	// grant whose token would not sort above them is refused with
+	// ErrEpochBehind (answered internal, with a message naming
+	// `controller epoch-bump`). The MQTT API implements it.
+	EpochFloor EpochFloor
 	// MaxDomains bounds the domains held in memory: those with a live
 	// lease, a waiting acquire or an operation under way. Idle domains
 	// leave memory (their store record stays). An acquire that would
@@ -93,6 +98,7 @@ type Controller struct {
 	shared     bool          // the store is Shared: re-read records, store renewals
 	poll       time.Duration // how often a waiting acquire re-reads a shared record; 0: never
 	allow      []string      // Config.Domains
+	floor      EpochFloor    // Config.EpochFloor; nil: the store alone
 	maxDomains int
 
 	mu      sync.Mutex // guards domains and every domain's refs
@@ -121,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Controller, error) {
 		store: cfg.Store, signer: cfg.Signer, keys: keys, trusted: trusted, clock: cfg.Clock, log: cfg.Logger,
 		obs: cfg.Observer, onGrant: cfg.OnGrant, epoch: epoch, started: cfg.Clock.Now(),
 		waiters: make(chan struct{}, cfg.MaxWaiters), domains: make(map[string]*domain),
-		allow: cfg.Domains, maxDomains: cfg.MaxDomains,
+		allow: cfg.Domains, maxDomains: cfg.MaxDomains, floor: cfg.EpochFloor,
 	}
 	if isShared(cfg.Store) {
 		c.shared, c.poll = true, SharedPoll
@@ -222,6 +228,9 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 		return BadRequest(err)
 	case errors.Is(err, ErrBusy):
 		return Response{Code: CodeBusy, Message: err.Error()}
+	case errors.Is(err, ErrEpochBehind):
+		c.log.Error("grant refused", "op", op, "domain", domain, "err", err)
+		return Response{Code: CodeInternal, Message: err.Error()}
 	}
 	if err != nil {
 		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)

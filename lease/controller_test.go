@@ -77,7 +77,7 @@ func TestEpochBump(t *testing.T) {
 	path := filepath.Join(dir, "leases.db")
 	priv, _ := fence.GenerateKey()
 	signer, _ := fence.NewSigner(priv)
-	st, err := boltstore.Open(path, boltstore.Options{Now: func() time.Time { return time.UnixMilli(5000) }})
+	st, err := boltstore.Open(path, boltstore.Options{Epoch: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,14 @@ var (
 	// ErrBusy: the controller holds MaxDomains domains and none is idle;
 	// it is answered CodeBusy.
 	ErrBusy = errors.New("lease: busy")
+	// ErrClockBehind: a new store would take its epoch from a clock that
+	// reads before the build date (BuildFloor); give the epoch explicitly.
+	ErrClockBehind = errors.New("lease: clock is before the build date")
+	// ErrEpochBehind: an epoch seen outside the store (a retained grant,
+	// an agent's device state) is above the store's; the controller grants
+	// nothing in the domain until the epoch is bumped. It is answered
+	// CodeInternal with the message.
+	ErrEpochBehind = errors.New("lease: store epoch is behind an observed one")
 	// ErrConfig: a Config cannot work; the message names the field.
 	ErrConfig = errors.New("lease: invalid config")
 )

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -33,6 +34,9 @@ type Options struct {
 	// Now gives the creation time that becomes a new file's epoch. Default
 	// time.Now.
 	Now func() time.Time
+	// Epoch, if not 0, is the epoch of a new file instead of Now's Unix ms;
+	// it is ignored for an existing file.
+	Epoch uint64
 	// OnCommit, if set, is called after each durable commit with the number
 	// of writes in it and how long it took. It must not call the Store.
 	OnCommit func(ops int, took time.Duration)
@@ -50,20 +54,27 @@ var (
 	_ lease.Scanner = (*Store)(nil)
 )
 
-// Open opens or creates (mode 0600) the store at path. A new file gets the
-// epoch Now().UnixMilli(), durable before Open returns.
+// Open opens or creates (mode 0600) the store at path. A new file gets
+// opts.Epoch or else the epoch Now().UnixMilli(), durable before Open
+// returns; with a clock before the build date (lease.BuildFloor) and no
+// opts.Epoch no file is created and the error wraps lease.ErrClockBehind.
 func Open(path string, opts Options) (*Store, error) {
+	_, statErr := os.Stat(path)
+	fresh := errors.Is(statErr, os.ErrNotExist)
 	db, err := openDB(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	var epoch uint64
 	err = db.Update(func(tx *bolt.Tx) error {
-		epoch, err = initLayout(tx, now(opts))
+		epoch, err = initLayout(tx, newEpoch(opts))
 		return err
 	})
 	if err != nil {
 		db.Close()
+		if fresh {
+			os.Remove(path) // created by this call: leave nothing behind
+		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	w := persist.NewCommitter(db, persist.CommitterOptions{OnCommit: opts.OnCommit})
@@ -85,16 +96,27 @@ func openDB(path string, opts Options) (*bolt.DB, error) {
 	return db, nil
 }
 
-func now(opts Options) time.Time {
-	if opts.Now == nil {
-		return time.Now()
+// newEpoch returns the epoch a new file would get: opts.Epoch, or Now in
+// Unix ms if the clock is plausible (else the error).
+func newEpoch(opts Options) func() (uint64, error) {
+	return func() (uint64, error) {
+		if opts.Epoch != 0 {
+			return opts.Epoch, nil
+		}
+		now := time.Now()
+		if opts.Now != nil {
+			now = opts.Now()
+		}
+		if err := lease.CheckCreationClock(now); err != nil {
+			return 0, err
+		}
+		return uint64(max(now.UnixMilli(), 1)), nil
 	}
-	return opts.Now()
 }
 
-// initLayout creates the buckets and epoch of a new file and returns the
-// epoch.
-func initLayout(tx *bolt.Tx, created time.Time) (uint64, error) {
+// initLayout creates the buckets and epoch of a new file (from
+// newEpoch) and returns the epoch.
+func initLayout(tx *bolt.Tx, newEpoch func() (uint64, error)) (uint64, error) {
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
 		return 0, err
@@ -111,7 +133,10 @@ func initLayout(tx *bolt.Tx, created time.Time) (uint64, error) {
 	if v := meta.Get(keyEpoch); v != nil {
 		return decodeEpoch(v)
 	}
-	epoch := uint64(max(created.UnixMilli(), 1))
+	epoch, err := newEpoch()
+	if err != nil {
+		return 0, err
+	}
 	return epoch, meta.Put(keyEpoch, binary.BigEndian.AppendUint64(nil, epoch))
 }
 

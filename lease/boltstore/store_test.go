@@ -1,6 +1,7 @@
 package boltstore_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bg = context.Background()
 
 // TestStoreSuite runs the shared Store contract and lease scenarios on bbolt.
 func TestStoreSuite(t *testing.T) {
