@@ -50,7 +50,9 @@ type Op struct {
 	// Payload is a text/template over the command's args object, e.g.
 	// "{{.state}}"; a missing arg is device_error.
 	Payload string `yaml:"payload"`
-	// Retain publishes the command retained.
+	// Retain must be false: a retained command would be replayed by the
+	// broker to the controller whenever it reconnects, long after the
+	// agent's fence check. The key exists so that Validate can say so.
 	Retain bool `yaml:"retain"`
 	// Idempotent declares the op safe to re-apply when in doubt.
 	Idempotent bool `yaml:"idempotent"`
@@ -107,6 +109,8 @@ func (o Op) validate(key string) error {
 		return fmt.Errorf("%s.name: %q must be 1..128 of [A-Za-z0-9._-]", key, o.Name)
 	case !validTopic(o.Topic):
 		return fmt.Errorf("%s.topic: %q is not a topic to publish to", key, o.Topic)
+	case o.Retain:
+		return fmt.Errorf("%s.retain: %v is not allowed for command topic %q: the broker would replay the command to the controller on every reconnect, after the fence check", key, o.Retain, o.Topic)
 	}
 	if _, err := parseTemplate(o.Payload); err != nil {
 		return fmt.Errorf("%s.payload: %q: %w", key, o.Payload, err)

@@ -3,9 +3,11 @@ package mqttrelay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 func init() { devices.Register("mqttrelay", factory) }
@@ -25,10 +26,6 @@ func factory(device string, s devices.Settings, log *slog.Logger) (devices.Drive
 	}
 	return Open(device, cfg, s.Broker, log)
 }
-
-// connectWait bounds how long Open waits for the first connection; the
-// client keeps retrying after that, and the device is unavailable meanwhile.
-const connectWait = 10 * time.Second
 
 // Relay drives one MQTT-attached controller. It implements devices.Driver
 // and devices.AvailabilityReporter with the contracts documented there; in
@@ -43,6 +40,10 @@ type Relay struct {
 	client paho.Client
 	ready  chan struct{} // closed after the first subscription
 	once   sync.Once     // closes ready
+	kick   chan struct{} // capacity 1: the session ended, maintain connects a fresh one
+	stop   chan struct{} // closed by Close: maintain returns
+	done   chan struct{} // closed when maintain has returned
+	closed sync.Once     // runs Close's work once
 
 	mu        sync.Mutex // guards the fields below
 	waiters   map[*waiter]struct{}
@@ -55,14 +56,16 @@ type Relay struct {
 var (
 	_ devices.Driver               = (*Relay)(nil)
 	_ devices.AvailabilityReporter = (*Relay)(nil)
+	_ devices.TopicPublisher       = (*Relay)(nil)
 )
 
 // waiter is an apply waiting for its confirmation.
 type waiter struct {
-	topic   string
-	match   func([]byte) (string, bool)
-	got     chan string   // capacity 1: the confirming value
-	offline chan struct{} // closed if the controller goes offline meanwhile
+	topic string
+	match func([]byte) (string, bool)
+	got   chan string   // capacity 1: the confirming value
+	lost  chan struct{} // closed if the controller or the broker is lost meanwhile
+	why   string        // why lost was closed; set under Relay.mu before closing
 }
 
 // Open validates cfg, connects to cfg.Broker (default broker, the agent's
@@ -80,6 +83,7 @@ func Open(device string, cfg Config, broker string, log *slog.Logger) (*Relay, e
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{device: device, cfg: cfg, log: log, ops: newOpSpecs(cfg), ready: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		waiters: map[*waiter]struct{}{}, online: cfg.Availability == nil, reported: true}
 	r.caps = capabilities(cfg)
 	if err := r.connect(); err != nil {
@@ -96,58 +100,17 @@ func capabilities(c Config) devices.Capabilities {
 	return caps
 }
 
-func (r *Relay) connect() error {
-	mc := mqtt.Config{Broker: r.cfg.Broker, ClientID: r.cfg.ClientID, Username: r.cfg.Username, Password: r.cfg.Password}
-	if err := mc.Validate("broker"); err != nil {
-		return fmt.Errorf("mqttrelay: %w", err)
-	}
-	opts, err := mc.ClientOptions(r.onConnect)
-	if err != nil {
-		return fmt.Errorf("mqttrelay: %w", err)
-	}
-	opts.SetConnectionLostHandler(func(_ paho.Client, err error) {
-		r.log.Warn("relay lost its broker connection", "err", err)
-		r.update(func() { r.connected = false })
-	})
-	r.client = paho.NewClient(opts)
-	r.client.Connect()
-	select {
-	case <-r.ready:
-	case <-time.After(connectWait):
-		r.log.Warn("relay not connected yet; the device is unavailable until it is", "broker", r.cfg.Broker)
-	}
-	return nil
-}
-
-// onConnect subscribes to every confirmation topic and the LWT topic. paho
-// calls it in its own goroutine after each connection.
-func (r *Relay) onConnect(c paho.Client) {
-	topics := map[string]byte{}
-	for _, op := range r.cfg.Ops {
-		if op.Confirm != nil {
-			topics[op.Confirm.Topic] = 1
-		}
-	}
-	if a := r.cfg.Availability; a != nil {
-		topics[a.Topic] = 1
-	}
-	if len(topics) > 0 {
-		if err := mqtt.Wait(c.SubscribeMultiple(topics, r.onMessage), connectWait); err != nil {
-			r.log.Error("relay cannot subscribe", "err", err)
-			return
-		}
-	}
-	r.update(func() { r.connected = true })
-	r.once.Do(func() { close(r.ready) })
-}
-
 // onMessage routes a message: LWT → availability, else to waiting applies.
-// It never blocks.
+// A retained message (one the broker replays to a new subscription) is
+// old news and confirms nothing; the LWT is retained by design. It never
+// blocks.
 func (r *Relay) onMessage(_ paho.Client, m paho.Message) {
 	if a := r.cfg.Availability; a != nil && m.Topic() == a.Topic {
 		r.onLWT(string(m.Payload()))
 	}
-	r.deliver(m.Topic(), m.Payload())
+	if !m.Retained() {
+		r.deliver(m.Topic(), m.Payload())
+	}
 }
 
 func (r *Relay) onLWT(payload string) {
@@ -158,10 +121,7 @@ func (r *Relay) onLWT(payload string) {
 	case a.Offline:
 		r.update(func() {
 			r.online = false
-			for w := range r.waiters {
-				close(w.offline)
-				delete(r.waiters, w)
-			}
+			r.loseWaitersLocked("the controller went offline (LWT)")
 		})
 	default:
 		r.log.Warn("unexpected LWT payload", "topic", a.Topic, "payload", payload)
@@ -181,6 +141,15 @@ func (r *Relay) deliver(topic string, payload []byte) {
 			delete(r.waiters, w)
 			return
 		}
+	}
+}
+
+// loseWaitersLocked ends every waiting apply with why; r.mu is held.
+func (r *Relay) loseWaitersLocked(why string) {
+	for w := range r.waiters {
+		w.why = why
+		close(w.lost)
+		delete(r.waiters, w)
 	}
 }
 
@@ -229,23 +198,32 @@ func (r *Relay) Describe() devices.Capabilities {
 	return c
 }
 
-// Close disconnects the relay's client. Later applies fail
-// device_unavailable.
-func (r *Relay) Close() error {
-	r.client.Disconnect(250)
-	r.update(func() { r.connected = false })
-	return nil
+// PublishedTopics returns the command topics of the ops, sorted, once
+// each: the relay publishes nowhere else.
+func (r *Relay) PublishedTopics() []string {
+	var topics []string
+	for _, op := range r.cfg.Ops {
+		topics = append(topics, op.Topic)
+	}
+	slices.Sort(topics)
+	return slices.Compact(topics)
 }
 
 // Apply publishes cmd's payload on the op's topic and, if the op has a
-// confirmation rule, waits for a matching message:
+// confirmation rule, waits for a matching message. Once Apply has
+// returned, the command is never published again: a publish the relay
+// gave up on ends the broker session, and the next one starts clean (see
+// maintain), so paho never resends it.
 //
 //   - unknown op → unknown_op; device offline or relay disconnected →
 //     device_unavailable (nothing published); args that do not fill the
 //     templates → device_error (nothing published);
-//   - no PUBACK before ctx is done, or no confirmation within the op's
-//     timeout (or before ctx is done) → device_timeout;
-//   - the controller goes offline while the apply waits → in_doubt.
+//   - the publish may have left but was not acknowledged (no PUBACK before
+//     ctx is done, the connection lost meanwhile, any other publish error)
+//     → in_doubt;
+//   - acknowledged, but no confirmation within the op's timeout (or before
+//     ctx is done), or the controller went offline or the broker was lost
+//     while waiting → in_doubt: the command may have reached the device.
 //
 // Output: {"topic", "payload"} of the confirmation, or of the command
 // without a rule.
@@ -286,7 +264,7 @@ func (r *Relay) newWaiter(spec *opSpec, args map[string]any) (*waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &waiter{topic: spec.Confirm.Topic, match: match, got: make(chan string, 1), offline: make(chan struct{})}, nil
+	return &waiter{topic: spec.Confirm.Topic, match: match, got: make(chan string, 1), lost: make(chan struct{})}, nil
 }
 
 // register checks availability and, in the same step, adds w (if any), so
@@ -309,18 +287,29 @@ func (r *Relay) dropWaiter(w *waiter) {
 	r.mu.Unlock()
 }
 
+// publish publishes payload (QoS 1, never retained) and waits for the
+// PUBACK. Only a publish paho refused up front (not connected) is known
+// not to have left; after any other failure the session is dropped, so
+// the packet paho keeps for a resend dies with it.
 func (r *Relay) publish(ctx context.Context, spec *opSpec, payload string) error {
-	tok := r.client.Publish(spec.Topic, 1, spec.Retain, payload)
+	tok := r.client.Publish(spec.Topic, 1, false, payload)
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
-		return &devices.Error{Code: devices.CodeDeviceTimeout, Message: "no PUBACK from the broker before the deadline",
-			Err: context.Cause(ctx)}
+		r.drop("no PUBACK before a command's deadline")
+		return &devices.Error{Code: devices.CodeInDoubt, Err: context.Cause(ctx),
+			Message: "no PUBACK from the broker before the deadline: the command may have reached " + spec.Topic + "; it is not resent"}
 	}
-	if err := tok.Error(); err != nil {
-		return &devices.Error{Code: devices.CodeDeviceUnavailable, Message: "publish " + spec.Topic + ": " + err.Error(), Err: err}
+	err := tok.Error()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, paho.ErrNotConnected):
+		return &devices.Error{Code: devices.CodeDeviceUnavailable, Message: "publish " + spec.Topic + ": nothing sent: " + err.Error(), Err: err}
 	}
-	return nil
+	r.drop("publish failed: " + err.Error())
+	return &devices.Error{Code: devices.CodeInDoubt, Err: err,
+		Message: "publish " + spec.Topic + ": " + err.Error() + ": the command may have reached the broker; it is not resent"}
 }
 
 func (r *Relay) await(ctx context.Context, spec *opSpec, w *waiter) (json.RawMessage, error) {
@@ -329,12 +318,12 @@ func (r *Relay) await(ctx context.Context, spec *opSpec, w *waiter) (json.RawMes
 	select {
 	case v := <-w.got:
 		return output(map[string]string{"topic": w.topic, "payload": v}), nil
-	case <-w.offline:
-		return nil, devices.Errorf(devices.CodeInDoubt, "controller went offline before confirming on %s", w.topic)
+	case <-w.lost:
+		return nil, devices.Errorf(devices.CodeInDoubt, "%s before the confirmation on %s", w.why, w.topic)
 	case <-t.C:
-		return nil, devices.Errorf(devices.CodeDeviceTimeout, "no confirmation on %s within %v", w.topic, spec.timeout)
+		return nil, devices.Errorf(devices.CodeInDoubt, "no confirmation on %s within %v; the broker took the command", w.topic, spec.timeout)
 	case <-ctx.Done():
-		return nil, &devices.Error{Code: devices.CodeDeviceTimeout, Message: "no confirmation on " + w.topic + " before the deadline",
-			Err: context.Cause(ctx)}
+		return nil, &devices.Error{Code: devices.CodeInDoubt, Err: context.Cause(ctx),
+			Message: "no confirmation on " + w.topic + " before the deadline; the broker took the command"}
 	}
 }

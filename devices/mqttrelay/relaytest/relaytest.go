@@ -127,6 +127,15 @@ func (c *Controller) SetOnline(online bool) {
 	}
 }
 
+// PublishRetained publishes payload retained on topic from the
+// controller's client (e.g. a status a broker replays to new subscribers).
+func (c *Controller) PublishRetained(topic, payload string) {
+	c.t.Helper()
+	if err := mqtt.Wait(c.client.Publish(topic, 1, true, payload), 10*time.Second); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // Power is the relay's state, "ON" or "OFF".
 func (c *Controller) Power() string {
 	c.mu.Lock()
