@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -35,15 +36,23 @@ type Client struct {
 	cfg    Config
 	topics mqtt.Topics
 	client paho.Client
-	reply  string // this client's reply topic
+	reply  string // this client's reply topic: Topics.ReplyTopic(client id); replies may use subtopics
 
 	mu      sync.Mutex // guards waiting
 	waiting map[string]chan []byte
 
-	closed chan struct{} // closed by Close: leases stop renewing
+	closed     chan struct{} // closed by Close: leases stop renewing
+	subscribed chan error    // one slot: the first connection's subscribe outcome, for Dial
 }
 
-// Dial connects to the broker and subscribes to this client's reply topic.
+// subscribeTimeout bounds each wait for the broker to acknowledge the
+// reply subscription.
+const subscribeTimeout = 10 * time.Second
+
+// Dial connects to the broker and subscribes to this client's reply
+// topic, Topics.ReplyTopic(client id) in the reply namespace (and its
+// subtopics), so agents and controllers accept it as reply_to. It returns
+// once the broker acknowledged that subscription, or ctx's error.
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MQTT.ClientID == "" {
 		cfg.MQTT.ClientID = "fencegate-sup-" + randomID()[:12]
@@ -60,23 +69,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.MQTT.Validate("mqtt"); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	c := &Client{cfg: cfg, topics: mqtt.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{}, closed: make(chan struct{})}
-	c.reply = c.topics.Prefix + "/clients/" + cfg.MQTT.ClientID + "/replies"
-	if c.topics.Prefix == "" {
-		c.reply = mqtt.DefaultPrefix + "/clients/" + cfg.MQTT.ClientID + "/replies"
-	}
-	subscribed := make(chan error, 1)
-	opts, err := cfg.MQTT.ClientOptions(func(pc paho.Client) {
-		t := pc.Subscribe(c.reply, 1, c.onReply)
-		go func() { subscribed <- mqtt.Wait(t, 10*time.Second) }()
-	})
+	c := &Client{cfg: cfg, topics: mqtt.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{},
+		closed: make(chan struct{}), subscribed: make(chan error, 1)}
+	c.reply = c.topics.ReplyTopic(cfg.MQTT.ClientID)
+	opts, err := cfg.MQTT.ClientOptions(c.onConnect)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	c.client = paho.NewClient(opts)
 	c.client.Connect()
 	select {
-	case err := <-subscribed:
+	case err := <-c.subscribed:
 		if err != nil {
 			c.client.Disconnect(0)
 			return nil, fmt.Errorf("supervisor: subscribe: %w", err)
@@ -85,6 +88,30 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	case <-ctx.Done():
 		c.client.Disconnect(0)
 		return nil, fmt.Errorf("supervisor: connect to %s: %w", cfg.MQTT.Broker, ctx.Err())
+	}
+}
+
+// onConnect runs in a paho goroutine after every (re)connection: it
+// subscribes to the reply topic (and its subtopics) and waits for the
+// broker's answer, at most subscribeTimeout and never past Close. Only the
+// first connection's outcome is reported (to Dial); later ones are
+// dropped, so a reconnection never leaves a goroutine blocked.
+func (c *Client) onConnect(pc paho.Client) {
+	t := pc.Subscribe(c.reply+"/#", 1, c.onReply)
+	timer := time.NewTimer(subscribeTimeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-t.Done():
+		err = t.Error()
+	case <-timer.C:
+		err = fmt.Errorf("no answer from the broker in %v", subscribeTimeout)
+	case <-c.closed:
+		err = errors.New("client closed")
+	}
+	select {
+	case c.subscribed <- err:
+	default:
 	}
 }
 

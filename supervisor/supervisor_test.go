@@ -37,6 +37,14 @@ func startStack(t *testing.T, latency time.Duration) *stack.Stack {
 
 func dial(t *testing.T, broker, holder string) *supervisor.Client {
 	t.Helper()
+	c := dialNoCleanup(t, broker, holder)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// dialNoCleanup dials a client the test closes itself.
+func dialNoCleanup(t *testing.T, broker, holder string) *supervisor.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := supervisor.Dial(ctx, supervisor.Config{MQTT: mqtt.Config{Broker: broker, ClientID: "sup-" + holder},
@@ -44,7 +52,6 @@ func dial(t *testing.T, broker, holder string) *supervisor.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
 	return c
 }
 
@@ -233,6 +240,17 @@ func startProxy(t *testing.T, target string) *proxy {
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 func (p *proxy) pause()       { p.paused.Store(true) }
 func (p *proxy) resume()      { p.paused.Store(false) }
+
+// kick closes every connection made so far, as a broker restart would;
+// clients reconnect through the proxy.
+func (p *proxy) kick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
 
 func (p *proxy) accept() {
 	defer p.wg.Done()
