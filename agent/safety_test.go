@@ -13,6 +13,7 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	_ "github.com/fencegate/fencegate/devices/mqttrelay"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -311,5 +312,39 @@ func TestItem10GrantsBeforeCommands(t *testing.T) {
 	want := []string{mqtt.Topics{}.LeaseGrant("plant") + "@41", mqtt.Topics{}.DeviceCommands("pump1") + "@42"}
 	if len(seen) != 2 || seen[0] != want[0] || seen[1] != want[1] {
 		t.Fatalf("subscriptions (filter@durable fence) %v, want %v", seen, want)
+	}
+}
+
+// TestItem4ReplyToNeverADriverTopic: even with a broad reply prefix, a
+// reply_to naming a topic an MQTT relay of this agent publishes to is
+// refused: the sender cannot drive the relayed controller through a reply.
+func TestItem4ReplyToNeverADriverTopic(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.MQTT.ReplyPrefixes = []string{"site/"}
+	h.cfg.Devices = append(h.cfg.Devices, DeviceConfig{ID: "plug1", Domain: "plant", Driver: "mqttrelay",
+		Settings: simSettings(t, "ops: [{name: power, topic: site/relays/plug1/cmnd/POWER, payload: '{{.state}}'}]")})
+	h.start()
+	relayed := h.sup.Watch(t, "site/relays/plug1/cmnd/POWER")
+	cmd := set("r1", h.token(5, "A"), 1)
+	cmd.ReplyTo = "site/relays/plug1/cmnd/POWER"
+	r := h.sup.Send(t, "pump1", cmd)
+	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	if !strings.Contains(r.Message, "driver") {
+		t.Fatalf("refusal %q does not name the driver-topic rule", r.Message)
+	}
+	ok := set("r2", h.token(5, "A"), 2)
+	ok.ReplyTo = "site/replies/sup"
+	replies := h.sup.Watch(t, "site/replies/sup")
+	h.sup.Publish(t, "pump1", ok)
+	select {
+	case m := <-replies:
+		if !strings.Contains(string(m), `"r2"`) || !strings.Contains(string(m), `"applied"`) {
+			t.Fatalf("reply under a configured prefix: %s", m)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no reply under the configured prefix")
+	}
+	if got := drain(relayed); len(got) != 0 {
+		t.Fatalf("the agent published to the relay's command topic: %q", got)
 	}
 }
