@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,9 +30,10 @@ type Lease struct {
 	token  fence.Token // decoded, not verified: the agent verifies it
 	ttl    time.Duration
 
-	mu         sync.Mutex // guards err and validUntil
+	mu         sync.Mutex // guards err, validUntil and expiry
 	err        error
-	validUntil time.Time // no later than (send time of the last confirmed grant or renewal) + TTL
+	validUntil time.Time   // no later than (send time of the last confirmed grant or renewal) + TTL
+	expiry     *time.Timer // fires at validUntil (re-arms itself if a renewal moved it); stopped on loss
 	done       chan struct{}
 }
 
@@ -69,6 +71,9 @@ func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time)
 		return nil, fmt.Errorf("%w: granted token: %v", ErrInternal, err)
 	}
 	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), done: make(chan struct{})}
+	l.mu.Lock()
+	l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
+	l.mu.Unlock()
 	go l.keepalive()
 	return l, nil
 }
@@ -114,7 +119,9 @@ func (l *Lease) Fence() fence.Token { return l.token }
 // Domain is the lease's fencing domain.
 func (l *Lease) Domain() string { return l.domain }
 
-// Done is closed when the lease is lost or released.
+// Done is closed when the lease is lost or released; without a confirmed
+// renewal it closes when ValidUntil passes (a timer armed at ValidUntil),
+// not at the renewal loop's next turn.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
 // Err is nil while the lease is held and afterwards an error wrapping
@@ -138,10 +145,30 @@ func (l *Lease) ValidUntil() time.Time {
 func (l *Lease) lose(reason error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.loseLocked(reason)
+}
+
+func (l *Lease) loseLocked(reason error) {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %w", ErrLeaseLost, reason)
+		l.expiry.Stop()
 		close(l.done)
 	}
+}
+
+// expire runs on the expiry timer, at validUntil: the lease is lost unless
+// a renewal confirmed meanwhile moved validity on (then it waits again).
+// So Done closes when ValidUntil passes, whatever the renewal loop is doing.
+func (l *Lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if left := time.Until(l.validUntil); left > 0 {
+		if l.err == nil {
+			l.expiry.Reset(left)
+		}
+		return
+	}
+	l.loseLocked(errors.New("no renewal confirmed within the TTL"))
 }
 
 // confirm extends validity after a renewal that was sent at sent, unless
