@@ -17,7 +17,20 @@
 //     DecodeConfig, Device and Logger (serve.go), and ServeTest for
 //     in-process tests (go-plugin's reattach mode).
 //
+// The rule both sides keep: once the host has answered a command, that
+// command can no longer reach the device, and a command that may have
+// reached it is answered in_doubt, never failed. So the host sends one
+// command at a time and nothing while one is in the plugin; a plugin that
+// does not answer within Config.OverrunGrace after the command's deadline
+// is killed (SIGKILL, waited for) and restarted, and the command answered
+// in_doubt; the plugin side (Serve) starts no command whose deadline has
+// passed and queues none behind a running one. Outputs over
+// devices.MaxOutputBytes are dropped (device_error) on both sides.
+//
 // A crash while a command is in the plugin answers that command in_doubt (it
 // may have acted), marks the device unavailable until the plugin is back,
-// and answers commands in between device_unavailable.
+// and answers commands in between device_unavailable. A plugin does not
+// outlive its agent: on Linux the host starts it with Pdeathsig SIGKILL
+// from a thread locked for the Host's life (spawn.go), and Serve exits when
+// its parent process goes (parentwatch.go).
 package plugins

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,14 +89,18 @@ func TestDeadlineReachesPlugin(t *testing.T) {
 	}
 }
 
-func TestCancelReachesPluginAndNextApplyWaits(t *testing.T) {
+// TestDeadlineReachesPluginAndItsAnswerArrives: a driver that honours its
+// ctx answers device_timeout at the deadline, the host waits for that
+// answer (within the grace) instead of guessing, and the plugin serves the
+// next command.
+func TestDeadlineReachesPluginAndItsAnswerArrives(t *testing.T) {
 	f := &fake{block: true}
 	h, _ := serve(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := h.Apply(ctx, devices.Command{ID: "c", Op: "set", Token: testToken()})
-	if codeOf(err) != devices.CodeDeviceTimeout {
-		t.Fatalf("err = %v, want device_timeout", err)
+	if codeOf(err) != devices.CodeDeviceTimeout || !strings.Contains(err.Error(), "blocked until the deadline") {
+		t.Fatalf("err = %v, want the plugin's own device_timeout", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -50,7 +50,7 @@ type Host struct {
 	busy  chan struct{} // one token: held while an Apply is in the plugin
 	spawn *spawner      // starts plugin processes; nil when attached
 	stop  chan struct{} // closed by Close
-	done chan struct{} // closed when the supervisor has returned
+	done  chan struct{} // closed when the supervisor has returned
 }
 
 var (

@@ -16,7 +16,7 @@ const exitParentGone = 3
 // parent is no longer parent (the parent died and the process was
 // reparented), checking every poll. It cannot use stdin: go-plugin hands a
 // plugin the agent's own stdin, whose EOF says nothing about the agent.
-// stop ends the watch; it waits for the goroutine unless gone is running.
+// stop ends the watch and waits for its goroutine.
 func watchParent(parent int, poll time.Duration, gone func()) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/plugins"
@@ -24,20 +25,45 @@ type lamp struct {
 }
 
 func (l *lamp) Describe() devices.Capabilities {
-	return devices.Capabilities{Ops: map[string]devices.Op{"dim": {}, "read": {Idempotent: true}}}
+	return devices.Capabilities{Ops: map[string]devices.Op{"dim": {}, "fade": {}, "read": {Idempotent: true}}}
 }
 
 func (l *lamp) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cmd.Op == "dim" {
-		var args struct{ Level *int }
-		if json.Unmarshal(cmd.Args, &args) != nil || args.Level == nil || *args.Level < 0 || *args.Level > 100 {
-			return nil, devices.Errorf(devices.CodeDeviceError, "dim: args.level must be 0..100")
-		}
+	var args struct{ Level *int }
+	if cmd.Op != "read" && (json.Unmarshal(cmd.Args, &args) != nil || args.Level == nil || *args.Level < 0 || *args.Level > 100) {
+		return nil, devices.Errorf(devices.CodeDeviceError, "%s: args.level must be 0..100", cmd.Op)
+	}
+	switch cmd.Op {
+	case "dim":
 		l.level = *args.Level
+	case "fade":
+		if err := l.fade(ctx, *args.Level); err != nil {
+			return nil, err
+		}
 	}
 	return json.Marshal(map[string]int{"level": l.level})
+}
+
+// fade moves the level one step per 10 ms, honouring ctx: stopped before
+// the first step the command did nothing (device_timeout); stopped later
+// it did part of its work (in_doubt).
+func (l *lamp) fade(ctx context.Context, to int) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for moved := false; l.level != to; moved = true {
+		select {
+		case <-ctx.Done():
+			if moved {
+				return devices.Errorf(devices.CodeInDoubt, "fade stopped at level %d by the deadline", l.level)
+			}
+			return devices.Errorf(devices.CodeDeviceTimeout, "fade not started before the deadline")
+		case <-t.C:
+		}
+		l.level += min(max(to-l.level, -1), 1)
+	}
+	return nil
 }
 
 func (l *lamp) Close() error { return nil }
