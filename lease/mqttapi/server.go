@@ -104,12 +104,15 @@ type Server struct {
 	// when the handler can verify tokens, nil otherwise.
 	verify func(raw string) (fence.Token, error)
 
-	watchMu sync.Mutex      // guards watched
-	watched map[string]bool // domains whose grant topic this connection subscribed
+	watchMu sync.Mutex        // guards watched
+	watched map[string]*watch // domains whose grant topic this connection subscribed
 
-	ctx    context.Context // cancelled by Close: ends waiting acquires
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // dispatcher, handlers and publisher
+	obs observed // epochs seen on the broker (EpochFloor)
+
+	ctx     context.Context // cancelled by Close: ends waiting acquires
+	cancel  context.CancelFunc
+	spawnMu sync.Mutex     // orders spawn with Close's cancel
+	wg      sync.WaitGroup // dispatcher, handlers, publisher and connection setup
 
 	startOnce sync.Once
 	closeOnce sync.Once
@@ -145,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize),
-		rule: rule, watched: map[string]bool{}}
+		rule: rule, watched: map[string]*watch{}, obs: newObserved(cfg.Topics)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts, err := cfg.MQTT.ClientOptions(s.onConnect)
 	if err != nil {
@@ -221,26 +224,51 @@ func (s *Server) Ready() bool { return s.subscribed.Load() && s.client.IsConnect
 // handler and the publisher, and disconnects.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		s.spawnMu.Lock()
 		s.cancel()
+		s.spawnMu.Unlock()
 		s.wg.Wait()
 		s.client.Disconnect(250)
 	})
 }
 
-// onConnect runs in a paho goroutine after every connection: subscribe
-// (again) and republish the newest grants, which a restarted broker lost.
-func (s *Server) onConnect(c paho.Client) {
+// onConnect runs in a paho goroutine after every connection and hands the
+// connection's setup to a goroutine (waiting here would block paho's
+// connection handling).
+func (s *Server) onConnect(paho.Client) {
 	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
-	tok := c.Subscribe(s.requestFilter(), 1, s.receive)
-	go func() { // waiting here would block paho's connection handling
-		if err := mqtt.Wait(tok, publishTimeout); err != nil {
-			s.log.Error("subscribe failed", "err", err)
-			return
-		}
-		s.subscribed.Store(true)
-	}()
-	s.rewatchGrants()
+	s.spawn(s.setUp)
+}
+
+// setUp prepares a new connection: first it reads what the broker retains
+// (the grants of every known domain, every device state), so a newer
+// grant is adopted before ours are republished and the epoch floor is
+// known; then it republishes the newest grants (a restarted broker lost
+// them) and only then subscribes to the requests.
+func (s *Server) setUp() {
+	if err := s.observe(s.ctx); err != nil {
+		s.log.Error("reading the retained grants and device states failed", "err", err)
+	}
 	s.pub.republishAll()
+	if err := waitToken(s.ctx, s.client.Subscribe(s.requestFilter(), 1, s.receive)); err != nil {
+		s.log.Error("subscribe failed", "err", err)
+		return
+	}
+	s.subscribed.Store(true)
+}
+
+// spawn runs f in a goroutine that Close waits for, unless Close began.
+func (s *Server) spawn(f func()) {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
 // requestFilter is the subscription of lease requests: shared by the
@@ -255,30 +283,17 @@ func (s *Server) requestFilter() string {
 
 // watchGrant subscribes to domain's grant topic (exact, not shared: every
 // replica sees every announcement) once per connection, if the server
-// verifies grants. Exact topics, not a wildcard: the embedded broker
+// verifies grants and is connected (setUp subscribes every known domain
+// at connection). Exact topics, not a wildcard: the embedded broker
 // (mochi-mqtt) races when a wildcard subscription scans retained messages
 // while one is being replaced (mochi-mqtt issue 200).
 func (s *Server) watchGrant(domain string) {
-	if s.verify == nil {
+	if s.verify == nil || !s.client.IsConnectionOpen() {
 		return
 	}
-	s.watchMu.Lock()
-	seen := s.watched[domain]
-	s.watched[domain] = true
-	s.watchMu.Unlock()
-	if !seen {
+	if w, fresh := s.watchEntry(domain); fresh {
 		s.client.Subscribe(s.cfg.Topics.LeaseGrant(domain), 1, s.onGrantSeen)
-	}
-}
-
-// rewatchGrants subscribes again, after a (re)connection, to the grant
-// topics of every domain with a known grant.
-func (s *Server) rewatchGrants() {
-	s.watchMu.Lock()
-	clear(s.watched)
-	s.watchMu.Unlock()
-	for _, d := range s.pub.domains() {
-		s.watchGrant(d)
+		close(w.done) // our own grant is the newest we know
 	}
 }
 

@@ -125,6 +125,9 @@ func TestReplicasFailover(t *testing.T) {
 	progress(t, &lg, "replica killed")
 	stop()
 	wg.Wait()
+	for _, r := range reps {
+		t.Logf("store err: %v", r.store.Err())
+	}
 	checkGrants(t, keys, lg.grants)
 }
 

@@ -1,0 +1,119 @@
+package mqttapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+// TestEpochFromWrongClock (issue 11 item 9, observed epochs): a controller
+// whose store epoch is below a retained grant's (or an agent's retained
+// device state's) never issues a token that sorts below it: it refuses,
+// naming epoch-bump, and changes nothing; after the bump it grants above.
+func TestEpochFromWrongClock(t *testing.T) {
+	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	path := filepath.Join(t.TempDir(), "leases.db")
+	st, err := boltstore.Open(path, boltstore.Options{Epoch: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	signer, _ := leasetest.MustSigner(t)
+	intruder := connect(t, b.URL(), "old-timeline")
+	old, err := signer.Sign(fence.Token{Domain: "press", Epoch: 5000, Seq: 3, Holder: "h", IssuedAt: 1, TTLms: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishRetained(t, intruder, grantJSON(old.Raw))
+
+	ctl := startObserving(t, b.URL(), path, signer)
+	wantRefused(t, ctl, "press")
+	if rec := ctl.load(t, "press"); rec.Version != 0 {
+		t.Fatalf("a refused grant changed the store: %+v", rec)
+	}
+	other := leasetest.Acquire(t, ctl.client, "other", "alice", time.Minute) // nothing seen there
+	leasetest.Want(t, other, lease.CodeGranted)
+	ctl.close()
+
+	state, _ := json.Marshal(mqtt.DeviceState{Device: "pump1", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 7000, Seq: 1, Holder: "h"}})
+	if err := mqtt.Wait(intruder.Publish(mqtt.Topics{}.DeviceState("pump1"), 1, true, state), waitLong); err != nil {
+		t.Fatal(err)
+	}
+	ctl = startObserving(t, b.URL(), path, signer)
+	wantRefused(t, ctl, "fresh")
+	ctl.close()
+
+	if _, _, err := boltstore.BumpEpoch(path, time.UnixMilli(7001), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctl = startObserving(t, b.URL(), path, signer)
+	defer ctl.close()
+	for _, d := range []string{"press", "fresh"} {
+		r := leasetest.Acquire(t, ctl.client, d, "bob", time.Minute)
+		leasetest.Want(t, r, lease.CodeGranted)
+		tok, _ := fence.ParseUnverified(r.Token)
+		if fence.ComparePosition(tok.Epoch, tok.Seq, 7000, 1) <= 0 || fence.ComparePosition(tok.Epoch, tok.Seq, old.Epoch, old.Seq) <= 0 {
+			t.Fatalf("after the bump %s granted %d/%d, not above what was seen", d, tok.Epoch, tok.Seq)
+		}
+	}
+}
+
+func wantRefused(t *testing.T, ctl observing, domain string) {
+	t.Helper()
+	r := leasetest.Acquire(t, ctl.client, domain, "bob", time.Minute)
+	if r.Code == lease.CodeGranted || !strings.Contains(r.Message, "epoch-bump") {
+		t.Fatalf("acquire of %s below a seen epoch: %+v, want a refusal naming epoch-bump", domain, r)
+	}
+}
+
+// observing is a controller whose grants are checked against what its
+// MQTT API sees.
+type observing struct {
+	running
+	st *boltstore.Store
+}
+
+func (o observing) load(t *testing.T, domain string) lease.Record {
+	rec, err := o.st.Load(context.Background(), domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// startObserving starts a controller on the store at path with its MQTT
+// API as its EpochFloor, and returns once the API is ready.
+func startObserving(t *testing.T, broker, path string, signer *fence.Signer) observing {
+	t.Helper()
+	st, err := boltstore.Open(path, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: broker, ClientID: "controller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := leasetest.MustControllerOn(t, lease.Config{Signer: signer, OnGrant: srv.Announce, EpochFloor: srv}, st)
+	srv.Start(c)
+	waitReady(srv)
+	return observing{st: st, running: running{client: leasetest.Direct{C: c}, close: func() {
+		srv.Close()
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	}}}
+}
