@@ -125,9 +125,6 @@ func TestReplicasFailover(t *testing.T) {
 	progress(t, &lg, "replica killed")
 	stop()
 	wg.Wait()
-	for _, r := range reps {
-		t.Logf("store err: %v", r.store.Err())
-	}
 	checkGrants(t, keys, lg.grants)
 }
 
