@@ -195,14 +195,59 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// Send sends a command under this lease; see Client.SendToken. A stale
-// result marks the lease lost: a newer holder exists.
+// Send sends a command with a fresh id under this lease; see SendID.
 func (l *Lease) Send(ctx context.Context, device, op string, args any) (mqtt.Result, error) {
-	res, err := l.c.SendToken(ctx, l.token.Raw, device, op, args)
+	return l.SendID(ctx, randomID(), device, op, args)
+}
+
+// SendID sends command id under this lease, like Client.SendID, with
+// three differences. It refuses (ErrLeaseLost, nothing sent) once the
+// lease is lost or released, or its validity has passed. The command's
+// deadline_ms is the earlier of ctx's deadline and ValidUntil (as of the
+// first send), so the agent answers expired rather than apply it after
+// this client stopped being sure of its lease. If the lease is lost while
+// it waits, it stops resending at once and returns an error wrapping
+// ErrNoResult and ErrLeaseLost. A stale result marks the lease lost: a
+// newer holder exists.
+func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (mqtt.Result, error) {
+	deadline, err := l.sendDeadline(ctx)
+	if err != nil {
+		return mqtt.Result{}, fmt.Errorf("supervisor: %s to %s: %w", op, device, err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() { // ends with this call (the deferred cancel)
+		select {
+		case <-l.done:
+			cancel(l.Err())
+		case <-ctx.Done():
+		}
+	}()
+	res, err := l.c.sendCommand(ctx, mqtt.Command{ID: id, Token: l.token.Raw, Op: op}, device, args, deadline)
+	if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && errors.Is(cause, ErrLeaseLost) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
 	if res.Code == mqtt.CodeStaleToken {
 		l.lose(fmt.Errorf("device %s is fenced at a newer lease", device))
 	}
 	return res, err
+}
+
+// sendDeadline is the deadline_ms of a command sent now: the earlier of
+// ctx's deadline and ValidUntil; an error wrapping ErrLeaseLost if the
+// lease is lost or its validity passed.
+func (l *Lease) sendDeadline(ctx context.Context) (time.Time, error) {
+	if err := l.Err(); err != nil {
+		return time.Time{}, err
+	}
+	deadline := l.ValidUntil()
+	if !time.Now().Before(deadline) {
+		return time.Time{}, fmt.Errorf("%w: no renewal confirmed within the TTL", ErrLeaseLost)
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline, nil
 }
 
 // LeaseRequest sends one raw lease request (acquire, renew, release, get)

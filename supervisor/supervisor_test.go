@@ -183,7 +183,11 @@ func TestLeaseLostWhenRenewalsFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.resume()
-	_, err = la.Send(ctxT(t, 10*time.Second), "pump1", "set", map[string]int{"value": 1})
+	if _, err = la.Send(ctxT(t, 10*time.Second), "pump1", "set", map[string]int{"value": 1}); !errors.Is(err, supervisor.ErrLeaseLost) {
+		t.Fatalf("Send on the lost lease: %v, want ErrLeaseLost", err)
+	}
+	// A process that kept the token and sends anyway meets the fence.
+	_, err = a.SendToken(ctxT(t, 10*time.Second), la.Token(), "pump1", "set", map[string]int{"value": 1})
 	if !errors.Is(err, supervisor.ErrStale) {
 		t.Fatalf("A's command after the partition: %v, want ErrStale", err)
 	}
