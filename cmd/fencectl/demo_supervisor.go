@@ -58,12 +58,12 @@ func superviseA(ctx context.Context, broker, domain string, devices []string, tt
 		<-l.Done()
 		e.emit(demoEvent{Event: "lost", Error: l.Err().Error()})
 	}()
-	return writeUntilFenced(ctx, l, devices, e)
+	return writeUntilFenced(ctx, c, l.Token(), devices, e)
 }
 
 // writeUntilFenced writes value 1, 2, … to each device until each has
-// answered stale_token once (at most 200 rounds).
-func writeUntilFenced(ctx context.Context, l *supervisor.Lease, devices []string, e *emitter) error {
+// answered stale_token once (at most 200 rounds), under token.
+func writeUntilFenced(ctx context.Context, c *supervisor.Client, token string, devices []string, e *emitter) error {
 	refused := map[string]bool{}
 	applied := 0
 	for value := 1; value <= 200; value++ {
@@ -72,7 +72,7 @@ func writeUntilFenced(ctx context.Context, l *supervisor.Lease, devices []string
 				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			res, err := l.Send(sctx, d, "set", map[string]any{"value": value})
+			res, err := c.SendToken(sctx, token, d, "set", map[string]any{"value": value})
 			cancel()
 			if res.Status == mqtt.StatusApplied {
 				applied++

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -48,20 +49,21 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return report(stdout, stderr, c.json, res, err)
 }
 
-// send sends under token, or under a lease it acquires (and releases) on domain.
+// send sends under token, or under a lease it acquires (and releases) on
+// domain; then the command's deadline_ms is also bounded by the lease.
 func send(ctx context.Context, cl *supervisor.Client, token, domain string, ttl time.Duration, id, device, op string, args any) (mqtt.Result, error) {
-	if token == "" {
-		l, err := cl.Acquire(ctx, domain, supervisor.AcquireOptions{TTL: ttl})
-		if err != nil {
-			return mqtt.Result{}, err
-		}
-		defer l.Release(context.WithoutCancel(ctx))
-		token = l.Token()
-	}
 	if id == "" {
-		return cl.SendToken(ctx, token, device, op, args)
+		id = rand.Text()
 	}
-	return cl.SendID(ctx, id, token, device, op, args)
+	if token != "" {
+		return cl.SendID(ctx, id, token, device, op, args)
+	}
+	l, err := cl.Acquire(ctx, domain, supervisor.AcquireOptions{TTL: ttl})
+	if err != nil {
+		return mqtt.Result{}, err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	return l.SendID(ctx, id, device, op, args)
 }
 
 // report prints a result (or error) and returns the exit code of its status.
