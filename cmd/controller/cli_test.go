@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/lease/boltstore"
 )
 
 func TestKeygen(t *testing.T) {
@@ -66,6 +70,13 @@ func TestConfigFile(t *testing.T) {
 		{name: "bad level", yaml: "data_dir: x\nkey: k\nhttp: :1\nlog_level: loud\n", wantErr: "log_level"},
 		{name: "bad broker", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: http://x:1\n", wantErr: "mqtt.broker"},
 		{name: "nothing to serve", yaml: "data_dir: x\nkey: k\n", wantErr: "nothing to serve"},
+		{name: "bad domain pattern", yaml: "data_dir: x\nkey: k\nhttp: :1\ndomains: [press-*, \"line[\"]\n", wantErr: `domains (--domains): lease: invalid config: domain pattern 1 "line["`},
+		{name: "negative max domains", yaml: "data_dir: x\nkey: k\nhttp: :1\nmax_domains: -1\n", wantErr: "max_domains (--max-domains): -1"},
+		{name: "domains", yaml: "data_dir: x\nkey: k\nhttp: :1\ndomains: [press-*]\nmax_domains: 50\nepoch: 7\n",
+			flags: []string{"--domains", "a*,b*"},
+			check: func(c Config) bool {
+				return len(c.Domains) == 2 && c.Domains[1] == "b*" && c.MaxDomains == 50 && c.Epoch == 7
+			}},
 		{name: "reply prefix with wildcard", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [ok/, bad/#]\n",
 			wantErr: `mqtt.reply_prefixes[1] (--mqtt-reply-prefix): lease: invalid config: reply prefix "bad/#"`},
 		{name: "reply prefixes", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [site/replies/]\n",
@@ -97,7 +108,7 @@ func TestConfigFile(t *testing.T) {
 
 func TestEpochBumpCommand(t *testing.T) {
 	dir := t.TempDir()
-	if err := epochBump(dir, io.Discard); err == nil {
+	if err := epochBump(dir, time.Now(), io.Discard); err == nil {
 		t.Fatal("bump without a store succeeded")
 	}
 	cmd, err := parseArgs([]string{"--data-dir", dir, "--key", filepath.Join(dir, "k.key"), "--generate-key", "--http", "127.0.0.1:0"}, io.Discard)
@@ -113,4 +124,44 @@ func TestEpochBumpCommand(t *testing.T) {
 	if err := run(context.Background(), command{name: "epoch-bump", dir: dir}, &out); err != nil || !strings.Contains(out.String(), "raised") {
 		t.Fatalf("bump: %v %q", err, out.String())
 	}
+}
+
+// TestEpochFlag (issue 11 item 9): --epoch gives a new store its epoch
+// instead of the clock's; epoch-bump --epoch raises it to at least that.
+func TestEpochFlag(t *testing.T) {
+	dir := t.TempDir()
+	cmd, err := parseArgs([]string{"--data-dir", dir, "--key", filepath.Join(dir, "k.key"), "--generate-key", "--http", "127.0.0.1:0", "--epoch", "1234"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx, cmd, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if e := storeEpoch(t, dir); e != 1234 {
+		t.Fatalf("epoch of the new store %d, want 1234", e)
+	}
+	far := uint64(time.Now().Add(100 * 24 * time.Hour).UnixMilli())
+	bump, err := parseArgs([]string{"epoch-bump", "--data-dir", dir, "--epoch", fmt.Sprint(far)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), bump, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if e := storeEpoch(t, dir); e != far {
+		t.Fatalf("epoch after epoch-bump --epoch %d: %d", far, e)
+	}
+}
+
+func storeEpoch(t *testing.T, dir string) uint64 {
+	t.Helper()
+	st, err := boltstore.Open(storePath(dir), boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, _ := st.Epoch(context.Background())
+	return e
 }

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/etcdstore"
 	"github.com/fencegate/fencegate/lease/mqttapi"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -52,6 +53,17 @@ type Config struct {
 	// MQTT is the broker connection and where responses may go. Empty
 	// broker (and no embedded broker): no MQTT API.
 	MQTT MQTTConfig `yaml:"mqtt"`
+	// Domains are the fencing domains served, as glob patterns ("press-*",
+	// "line[0-9]"); requests for others are bad_request. Empty: every
+	// valid domain name.
+	Domains []string `yaml:"domains"`
+	// MaxDomains bounds the domains in memory (live leases, waiting
+	// acquires); an acquire beyond it is busy. Default 10000.
+	MaxDomains int `yaml:"max_domains"`
+	// Epoch is the epoch of a new store (Unix ms by convention), instead
+	// of the clock's. Required to create a store while the clock reads
+	// before the build date; ignored for an existing store.
+	Epoch uint64 `yaml:"epoch"`
 	// TopicPrefix is the protocol topic prefix. Default "fencegate/v1".
 	TopicPrefix string `yaml:"topic_prefix"`
 	// LogLevel is debug, info, warn or error. Default info.
@@ -100,7 +112,7 @@ func loadConfigFile(path string) (Config, error) {
 // Validate checks the configuration, one check after the other (every
 // check applies to every store); errors name the key and the value.
 func (c Config) Validate() error {
-	for _, check := range []func() error{c.validateStore, c.validateServe, c.validateLevel, c.validateMQTT} {
+	for _, check := range []func() error{c.validateStore, c.validateServe, c.validateDomains, c.validateLevel, c.validateMQTT} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -130,6 +142,17 @@ func (c Config) validateServe() error {
 	}
 	if c.HTTP == "" && c.MQTT.Broker == "" && c.EmbeddedBroker == "" {
 		return errors.New("nothing to serve: set http (--http), mqtt.broker (--mqtt) or embedded_broker (--embedded-broker)")
+	}
+	return nil
+}
+
+// validateDomains checks the allow-list patterns and the domain cap.
+func (c Config) validateDomains() error {
+	if err := lease.CheckDomainPatterns(c.Domains); err != nil {
+		return fmt.Errorf("domains (--domains): %w", err)
+	}
+	if c.MaxDomains < 0 {
+		return fmt.Errorf("max_domains (--max-domains): %d is negative", c.MaxDomains)
 	}
 	return nil
 }

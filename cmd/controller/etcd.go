@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/etcdstore"
 )
 
@@ -41,10 +43,10 @@ func overlayEtcd(cfg *etcdstore.Config, flags etcdstore.Config, name string) {
 	}
 }
 
-// epochBumpEtcd raises the epoch of the etcd store (after a restore, with
-// every replica stopped).
-func epochBumpEtcd(ctx context.Context, cfg etcdstore.Config, stderr io.Writer) error {
-	old, bumped, err := etcdstore.BumpEpochAt(ctx, cfg, time.Now())
+// epochBumpEtcd raises the epoch of the etcd store to max(now in Unix ms,
+// old + 1) (after a restore, with every replica stopped).
+func epochBumpEtcd(ctx context.Context, cfg etcdstore.Config, now time.Time, stderr io.Writer) error {
+	old, bumped, err := etcdstore.BumpEpochAt(ctx, cfg, now)
 	if err != nil {
 		return err
 	}
@@ -58,7 +60,17 @@ func epochBumpEtcd(ctx context.Context, cfg etcdstore.Config, stderr io.Writer) 
 
 // openEtcd opens the etcd store; its Err reports an epoch bump, which ends
 // serve so that the process restarts on the new epoch.
+//
+// The etcd store takes a new prefix's epoch from the clock and cannot be
+// given one, so with etcd the controller refuses to start at all while the
+// clock reads before the build date, and refuses --epoch.
 func (c *components) openEtcd(ctx context.Context, cfg Config) error {
+	if cfg.Epoch != 0 {
+		return errors.New("epoch (--epoch): not supported with the etcd store (it takes a new prefix's epoch from the clock)")
+	}
+	if err := lease.CheckCreationClock(time.Now()); err != nil {
+		return err
+	}
 	s, err := etcdstore.Open(ctx, cfg.Etcd)
 	if err != nil {
 		return err

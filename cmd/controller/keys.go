@@ -67,9 +67,10 @@ func loadSigner(cfg Config, log *slog.Logger) (*fence.Signer, error) {
 // storePath is the lease store file in dataDir.
 func storePath(dataDir string) string { return filepath.Join(dataDir, "leases.db") }
 
-// epochBump raises the epoch of the (stopped) controller's store.
-func epochBump(dataDir string, stderr io.Writer) error {
-	old, bumped, err := boltstore.BumpEpoch(storePath(dataDir), time.Now(), time.Second)
+// epochBump raises the epoch of the (stopped) controller's store to
+// max(now in Unix ms, old + 1).
+func epochBump(dataDir string, now time.Time, stderr io.Writer) error {
+	old, bumped, err := boltstore.BumpEpoch(storePath(dataDir), now, time.Second)
 	if err != nil {
 		return err
 	}

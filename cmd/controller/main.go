@@ -3,7 +3,7 @@
 //
 //	controller --data-dir DIR --key FILE [--mqtt URL | --embedded-broker ADDR] [--http ADDR]
 //	controller keygen [--dir DIR] [--force]
-//	controller epoch-bump --data-dir DIR
+//	controller epoch-bump --data-dir DIR [--epoch N]
 //	controller --store etcd --etcd-endpoints URL,... --key FILE [...]
 //	controller epoch-bump --store etcd --etcd-endpoints URL,...
 package main
@@ -14,9 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -52,12 +55,23 @@ func run(ctx context.Context, cmd command, stderr io.Writer) error {
 	case "keygen":
 		return keygen(cmd.dir, cmd.over, stderr)
 	case "epoch-bump":
+		at := bumpTime(time.Now(), cmd.cfg.Epoch)
 		if cmd.cfg.Store == storeEtcd {
-			return epochBumpEtcd(ctx, cmd.cfg.Etcd, stderr)
+			return epochBumpEtcd(ctx, cmd.cfg.Etcd, at, stderr)
 		}
-		return epochBump(cmd.dir, stderr)
+		return epochBump(cmd.dir, at, stderr)
 	}
 	return serve(ctx, cmd.cfg, stderr)
+}
+
+// bumpTime is the time an epoch bump takes as "now": the clock, or the
+// instant of atLeast (Unix ms) if that is later. A bump sets the epoch to
+// max(now in Unix ms, old + 1).
+func bumpTime(now time.Time, atLeast uint64) time.Time {
+	if atLeast > uint64(max(now.UnixMilli(), 0)) && atLeast <= math.MaxInt64 {
+		return time.UnixMilli(int64(atLeast))
+	}
+	return now
 }
 
 // parseArgs parses the subcommand and its flags.
@@ -89,6 +103,7 @@ func parseEpochBump(args []string, stderr io.Writer) (command, error) {
 	fs.SetOutput(stderr)
 	cmd := command{name: "epoch-bump"}
 	fs.StringVar(&cmd.dir, "data-dir", "", "the stopped controller's data directory (required with bbolt)")
+	fs.Uint64Var(&cmd.cfg.Epoch, "epoch", 0, "raise the epoch to at least this (e.g. one above an epoch seen on the broker)")
 	fs.StringVar(&cmd.cfg.Store, "store", storeBolt, "lease store: bbolt or etcd")
 	etcdFlags(fs, &cmd.cfg)
 	if err := parseAll(fs, args); err != nil {
@@ -130,6 +145,12 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 		flags.MQTT.ReplyPrefixes = append(flags.MQTT.ReplyPrefixes, v)
 		return nil
 	})
+	fs.Func("domains", "comma-separated glob patterns of the domains served (default: all)", func(v string) error {
+		flags.Domains = strings.Split(v, ",")
+		return nil
+	})
+	fs.IntVar(&flags.MaxDomains, "max-domains", 0, "domains held in memory at most; beyond it acquires are busy (default 10000)")
+	fs.Uint64Var(&flags.Epoch, "epoch", 0, "epoch of a new store instead of the clock's (required while the clock is before the build date)")
 	fs.StringVar(&flags.TopicPrefix, "topic-prefix", "", "MQTT topic prefix (default fencegate/v1)")
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	if err := parseAll(fs, args); err != nil {
@@ -165,6 +186,9 @@ func overlay(cfg *Config, flags Config, name string) {
 		"log-level":         func() { cfg.LogLevel = flags.LogLevel },
 		"store":             func() { cfg.Store = flags.Store },
 		"mqtt-share-group":  func() { cfg.MQTTShareGroup = flags.MQTTShareGroup },
+		"domains":           func() { cfg.Domains = flags.Domains },
+		"max-domains":       func() { cfg.MaxDomains = flags.MaxDomains },
+		"epoch":             func() { cfg.Epoch = flags.Epoch },
 	}
 	if f, ok := set[name]; ok {
 		f()

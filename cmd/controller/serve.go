@@ -82,7 +82,7 @@ func (c *components) start(ctx context.Context, cfg Config) error {
 	if err := c.startMQTT(cfg); err != nil {
 		return err
 	}
-	ctrl, err := c.newController(ctx, signer, &m, reg)
+	ctrl, err := c.newController(ctx, cfg, signer, &m, reg)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (c *components) openStore(ctx context.Context, cfg Config, onCommit func(in
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return err
 	}
-	s, err := boltstore.Open(storePath(cfg.DataDir), boltstore.Options{OnCommit: onCommit})
+	s, err := boltstore.Open(storePath(cfg.DataDir), boltstore.Options{OnCommit: onCommit, Epoch: cfg.Epoch})
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (c *components) openStore(ctx context.Context, cfg Config, onCommit func(in
 
 // newController wires the controller to metrics and grant announcements.
 // *m is set before any store commit can call the OnCommit that reads it.
-func (c *components) newController(ctx context.Context, signer *fence.Signer, m **metrics.Metrics, reg prometheus.Registerer) (*lease.Controller, error) {
+func (c *components) newController(ctx context.Context, cfg Config, signer *fence.Signer, m **metrics.Metrics, reg prometheus.Registerer) (*lease.Controller, error) {
 	var ctrl *lease.Controller
 	*m = metrics.New(reg, func() int { return ctrl.ActiveLeases() })
 	onGrant := func(t fence.Token) {
@@ -123,8 +123,12 @@ func (c *components) newController(ctx context.Context, signer *fence.Signer, m 
 			c.mqtt.Announce(t)
 		}
 	}
-	ctrl, err := lease.New(ctx, lease.Config{Store: c.store, Signer: signer, Logger: c.log.With("component", "lease"),
-		Observer: *m, OnGrant: onGrant})
+	lc := lease.Config{Store: c.store, Signer: signer, Logger: c.log.With("component", "lease"),
+		Observer: *m, OnGrant: onGrant, Domains: cfg.Domains, MaxDomains: cfg.MaxDomains}
+	if c.mqtt != nil {
+		lc.EpochFloor = c.mqtt // no grant below what the broker shows
+	}
+	ctrl, err := lease.New(ctx, lc)
 	return ctrl, err
 }
 

@@ -106,7 +106,8 @@ func (s *Stack) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctrl, err := lease.New(ctx, lease.Config{Store: s.store, Signer: s.Signer, Logger: log, OnGrant: s.api.Announce})
+	ctrl, err := lease.New(ctx, lease.Config{Store: s.store, Signer: s.Signer, Logger: log, OnGrant: s.api.Announce,
+		EpochFloor: s.api})
 	if err != nil {
 		return err
 	}
