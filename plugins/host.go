@@ -30,7 +30,9 @@ func factory(device string, s devices.Settings, log *slog.Logger) (devices.Drive
 // Host drives one device through a plugin process: it implements
 // devices.Driver and devices.AvailabilityReporter for the agent, with the
 // concurrency contract documented there. In addition Apply is safe to call
-// concurrently, and Describe, PID and Close at any time.
+// concurrently (but sends one command at a time: a call while another is
+// in the plugin fails at once, see Apply), and Describe, PID and Close at
+// any time.
 //
 // A supervisor goroutine, owned by Host and stopped by Close, pings the
 // plugin every PingInterval and restarts it with backoff after it is lost.
@@ -85,8 +87,9 @@ func Open(device string, cfg Config, log *slog.Logger) (*Host, error) {
 
 // Attach connects to a plugin that is already running (go-plugin's reattach
 // mode; see ServeTest) and drives device through it. An attached plugin is
-// not restarted: once lost, the device stays unavailable. Only cfg's
-// intervals are used.
+// not restarted: once lost, the device stays unavailable; nor killed: a
+// test-mode plugin only loses its connection. Only cfg's intervals and
+// OverrunGrace are used.
 func Attach(device string, rc *plugin.ReattachConfig, cfg Config, log *slog.Logger) (*Host, error) {
 	h := newHost(device, cfg.WithDefaults(), log)
 	h.launch = func(ctx context.Context) (*instance, error) { return attach(ctx, rc) }

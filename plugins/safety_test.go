@@ -36,19 +36,19 @@ func applyWithin(h *Host, d time.Duration, id string) error {
 // never reach the device.
 func TestPluginQueuesCommandBehindOverrunningApply(t *testing.T) {
 	cfg, log := childConfig(t, testConfig{Hold: time.Minute})
-	cfg.OverrunGrace = 2 * time.Second
-	cfg.RestartBackoff = time.Hour // stays down after the kill: nothing to race with
+	cfg.OverrunGrace = 3 * time.Second // c1 stays in the plugin while c2 is tried
+	cfg.RestartBackoff = time.Hour     // stays down after the kill: nothing to race with
 	h := openChild(t, cfg)
 	first := make(chan error, 1)
 	go func() { first <- applyWithin(h, 200*time.Millisecond, "c1") }()
 	waitLogLine(t, log, "start c1")
-	if err := applyWithin(h, 10*time.Second, "c2"); codeOf(err) != devices.CodeDeviceUnavailable {
+	if err := applyWithin(h, 10*time.Second, "c2"); codeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrBusy) {
 		t.Fatalf("command while c1 overruns: %v, want device_unavailable without sending", err)
 	}
 	if err := <-first; codeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("overrunning command: %v, want in_doubt", err)
 	}
-	if err := applyWithin(h, 10*time.Second, "c3"); codeOf(err) != devices.CodeDeviceUnavailable {
+	if err := applyWithin(h, 10*time.Second, "c3"); codeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("command after the overrun: %v, want device_unavailable without sending", err)
 	}
 	if got := deviceLog(t, log); !slices.Equal(got, []string{"start c1"}) {
@@ -79,8 +79,9 @@ func TestPluginOverrunningApplyIsKilledAndInDoubt(t *testing.T) {
 	if h.PID() == pid || h.PID() == 0 {
 		t.Fatalf("pid after restart %d (was %d)", h.PID(), pid)
 	}
-	if got := deviceLog(t, log); !slices.Equal(got, []string{"start c1"}) {
-		t.Fatalf("device log %q, want only c1's start", got)
+	// c1 may not even have started on a loaded machine; it never finished.
+	if got := deviceLog(t, log); len(got) > 1 || (len(got) == 1 && got[0] != "start c1") {
+		t.Fatalf("device log %q, want at most c1's start", got)
 	}
 }
 
@@ -88,7 +89,7 @@ func TestPluginOverrunningApplyIsKilledAndInDoubt(t *testing.T) {
 // starts no Apply whose deadline has passed, and queues none behind a
 // running one.
 func TestServeRefusesApplyWhoseCtxIsDone(t *testing.T) {
-	cfg, log := childConfig(t, testConfig{Hold: 3 * time.Second})
+	cfg, log := childConfig(t, testConfig{Hold: 5 * time.Second}) // c2 is sent while c1 holds
 	h := openChild(t, cfg)
 	rpc := h.current().drv.rpc
 	req := func(id string, deadline time.Time) *driverpb.ApplyRequest {
