@@ -14,6 +14,14 @@
 //     (a token is never re-minted at the same (epoch, seq)).
 //   - release and get.
 //
+// Waiting acquires are served first come, first served per domain. Reads of
+// unknown domains create nothing; idle domains (no live lease, no waiter)
+// leave memory and are read back from the store; Config.Domains limits the
+// names served and Config.MaxDomains the domains in memory (CodeBusy
+// beyond). A grant is refused (ErrEpochBehind) when its token would not
+// sort above a position Config.EpochFloor reports, and a new store refuses
+// a clock before the build date (BuildFloor, ErrClockBehind).
+//
 // Expiry runs on the controller's monotonic clock. A lease found in the
 // store when the controller starts (or first reads the domain) is honoured
 // for its full TTL counted from the start: wall clocks are not trusted.

@@ -141,16 +141,7 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 	fs.StringVar(&flags.MQTT.TLS.CA, "mqtt-ca", "", "PEM CA bundle to verify the broker")
 	fs.StringVar(&flags.MQTT.TLS.Cert, "mqtt-cert", "", "PEM client certificate")
 	fs.StringVar(&flags.MQTT.TLS.Key, "mqtt-key", "", "PEM client certificate key")
-	fs.Func("mqtt-reply-prefix", "a further topic prefix lease responses may go to (repeatable; fencegate/v1/replies/ always)", func(v string) error {
-		flags.MQTT.ReplyPrefixes = append(flags.MQTT.ReplyPrefixes, v)
-		return nil
-	})
-	fs.Func("domains", "comma-separated glob patterns of the domains served (default: all)", func(v string) error {
-		flags.Domains = strings.Split(v, ",")
-		return nil
-	})
-	fs.IntVar(&flags.MaxDomains, "max-domains", 0, "domains held in memory at most; beyond it acquires are busy (default 10000)")
-	fs.Uint64Var(&flags.Epoch, "epoch", 0, "epoch of a new store instead of the clock's (required while the clock is before the build date)")
+	guardFlags(fs, &flags)
 	fs.StringVar(&flags.TopicPrefix, "topic-prefix", "", "MQTT topic prefix (default fencegate/v1)")
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (default info)")
 	if err := parseAll(fs, args); err != nil {
@@ -166,6 +157,21 @@ func parseServe(args []string, stderr io.Writer) (command, error) {
 	fs.Visit(func(f *flag.Flag) { overlay(&cfg, flags, f.Name) })
 	cfg = cfg.withStoreDefaults()
 	return command{name: "serve", cfg: cfg}, cfg.Validate()
+}
+
+// guardFlags registers the flags that bound what the controller serves:
+// reply prefixes, domains, the domain cap and a new store's epoch.
+func guardFlags(fs *flag.FlagSet, flags *Config) {
+	fs.Func("mqtt-reply-prefix", "a further topic prefix lease responses may go to (repeatable; fencegate/v1/replies/ always)", func(v string) error {
+		flags.MQTT.ReplyPrefixes = append(flags.MQTT.ReplyPrefixes, v)
+		return nil
+	})
+	fs.Func("domains", "comma-separated glob patterns of the domains served (default: all)", func(v string) error {
+		flags.Domains = strings.Split(v, ",")
+		return nil
+	})
+	fs.IntVar(&flags.MaxDomains, "max-domains", 0, "domains held in memory at most; beyond it acquires are busy (default 10000)")
+	fs.Uint64Var(&flags.Epoch, "epoch", 0, "epoch of a new store instead of the clock's (required while the clock is before the build date)")
 }
 
 // overlay copies the field of flag name from flags into cfg.
