@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -35,7 +37,12 @@ type watch struct {
 // everything the broker sent before has been handled.
 type observed struct {
 	topic string        // this server's sync topic, in the reply namespace
+	nonce string        // this process's prefix of sync payloads
 	first chan struct{} // closed after the first complete read
+	// unsynced is set when a sync message did not come back (the broker
+	// ACL does not let the server read its sync topic): retained messages
+	// are then taken as read once their subscription is acknowledged.
+	unsynced atomic.Bool
 
 	mu          sync.Mutex // guards the fields below
 	deviceEpoch uint64
@@ -44,11 +51,18 @@ type observed struct {
 	firstDone   bool
 }
 
-func newObserved(t mqtt.Topics) observed {
-	nonce := make([]byte, 8)
-	rand.Read(nonce)
-	return observed{topic: t.Replies() + "fencegate-controller-sync/" + hex.EncodeToString(nonce),
-		first: make(chan struct{}), syncs: map[string]chan struct{}{}}
+// newObserved builds the observer of client id: its sync topic is
+// {replies}/{client id}/sync, where a broker ACL lets each client read its
+// own replies (or a random one if the id cannot be a topic level).
+func newObserved(t mqtt.Topics, clientID string) *observed {
+	b := make([]byte, 8)
+	rand.Read(b)
+	nonce := hex.EncodeToString(b)
+	topic := t.ReplyTopic(clientID) + "/sync"
+	if clientID == "" || strings.ContainsAny(clientID, "/+#$\x00") {
+		topic = t.Replies() + "fencegate-controller-sync/" + nonce
+	}
+	return &observed{topic: topic, nonce: nonce, first: make(chan struct{}), syncs: map[string]chan struct{}{}}
 }
 
 // Floor implements lease.EpochFloor: the highest position of domain's
@@ -96,7 +110,7 @@ func (s *Server) readGrant(ctx context.Context, domain string) error {
 	w, fresh := s.watchEntry(domain)
 	if fresh {
 		tok := s.client.Subscribe(s.cfg.Topics.LeaseGrant(domain), 1, s.onGrantSeen)
-		if w.err = waitToken(ctx, tok); w.err == nil {
+		if w.err = waitToken(ctx, tok); w.err == nil && !s.obs.unsynced.Load() {
 			w.err = s.sync(ctx)
 		}
 		if w.err != nil {
@@ -149,7 +163,7 @@ func (s *Server) observe(ctx context.Context) error {
 		err = errors.Join(err, waitToken(ctx, tok))
 	}
 	if err == nil {
-		err = s.sync(ctx)
+		err = s.syncOrDegrade(ctx)
 	}
 	for _, w := range watches {
 		w.err = err
@@ -185,6 +199,22 @@ func (s *Server) firstRead() {
 	}
 }
 
+// syncOrDegrade syncs; a sync message that does not come back (while the
+// connection holds) switches to unsynced reads, with an error log naming
+// the ACL rule that is missing, instead of failing every read.
+func (s *Server) syncOrDegrade(ctx context.Context) error {
+	err := s.sync(ctx)
+	if errors.Is(err, errNoSync) && ctx.Err() == nil && s.client.IsConnectionOpen() {
+		s.obs.unsynced.Store(true)
+		s.log.Error("the controller cannot read its own sync topic; allow it (Mosquitto: pattern read fencegate/v1/replies/%c/#), until then retained grants are taken as read when their subscription is acknowledged",
+			"topic", s.obs.topic, "err", err)
+		return nil
+	}
+	return err
+}
+
+var errNoSync = errors.New("the sync message did not come back")
+
 // sync publishes a message to the server's own sync topic and waits until
 // it comes back: paho hands messages to the callbacks in order, so every
 // message the broker sent before (retained ones of earlier subscriptions)
@@ -192,7 +222,7 @@ func (s *Server) firstRead() {
 func (s *Server) sync(ctx context.Context) error {
 	s.obs.mu.Lock()
 	s.obs.next++
-	id := strconv.FormatUint(s.obs.next, 10)
+	id := s.obs.nonce + "-" + strconv.FormatUint(s.obs.next, 10)
 	ch := make(chan struct{})
 	s.obs.syncs[id] = ch
 	s.obs.mu.Unlock()
@@ -208,7 +238,7 @@ func (s *Server) sync(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("sync: %w", ctx.Err())
 	case <-t.C:
-		return fmt.Errorf("sync: the message did not come back in %v", publishTimeout)
+		return fmt.Errorf("sync on %s: %w in %v", s.obs.topic, errNoSync, publishTimeout)
 	}
 }
 

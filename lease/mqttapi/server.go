@@ -107,7 +107,7 @@ type Server struct {
 	watchMu sync.Mutex        // guards watched
 	watched map[string]*watch // domains whose grant topic this connection subscribed
 
-	obs observed // epochs seen on the broker (EpochFloor)
+	obs *observed // epochs seen on the broker (EpochFloor)
 
 	ctx     context.Context // cancelled by Close: ends waiting acquires
 	cancel  context.CancelFunc
@@ -148,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "mqtt"), queue: make(chan message, cfg.QueueSize),
-		rule: rule, watched: map[string]*watch{}, obs: newObserved(cfg.Topics)}
+		rule: rule, watched: map[string]*watch{}, obs: newObserved(cfg.Topics, cfg.MQTT.ClientID)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	opts, err := cfg.MQTT.ClientOptions(s.onConnect)
 	if err != nil {
