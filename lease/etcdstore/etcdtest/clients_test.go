@@ -43,7 +43,7 @@ type mqttClient struct {
 }
 
 func newMQTTClient(t testing.TB, broker, id string) *mqttClient {
-	m := &mqttClient{replyTo: "test/replies/" + id, waiting: map[string]chan lease.Response{}}
+	m := &mqttClient{replyTo: mqtt.Topics{}.ReplyTopic(id), waiting: map[string]chan lease.Response{}} // the controller replies only in the reply namespace
 	subscribed := make(chan error, 1)
 	opts, err := mqtt.Config{Broker: broker, ClientID: id}.ClientOptions(func(c paho.Client) {
 		tok := c.Subscribe(m.replyTo, 1, m.onReply)

@@ -94,7 +94,7 @@ func TestReplicasFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() }) // after the replicas and clients (cleanups run last first): none is left reconnecting
 	signer, keys := leasetest.MustSigner(t)
 	reps := []*replica{startReplica(t, c, "fo/", b.URL(), "replica-a", signer), startReplica(t, c, "fo/", b.URL(), "replica-b", signer)}
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: 20 * time.Second}
