@@ -9,6 +9,16 @@ import (
 
 // Driver applies fenced commands to one device.
 //
+// The rule every driver keeps (part of invariants I2 and I4): **once Apply
+// has returned for a command, that command can no longer reach the device**
+// — no queue inside the driver, a plugin, the kernel's serial TX buffer or
+// an MQTT client's store may deliver it later — **and a command that may
+// have reached the device is reported CodeInDoubt, never as a failure.** A
+// failure code (device_error, device_timeout, device_unavailable) promises
+// the command did not take effect (device_error: the device refused it).
+// The agent compares a command with its domain's fence just before Apply;
+// anything a driver holds back past its answer would escape that check.
+//
 // Concurrency: the agent calls Apply from one goroutine per device, one
 // command at a time, in the order commands were accepted; Describe and Close
 // may be called from other goroutines. Close is called once, after the last
@@ -19,7 +29,8 @@ type Driver interface {
 	// an error of type *Error says how the command failed (device_error,
 	// device_timeout, device_unavailable, unknown_op, stale_token), any other
 	// error is reported as device_error. ctx carries the command's deadline:
-	// a driver must return soon after ctx is done.
+	// a driver must return soon after ctx is done, and whatever it returns
+	// must keep the rule above (in_doubt if bytes may have left).
 	Apply(ctx context.Context, cmd Command) (json.RawMessage, error)
 	// Describe returns the driver's capabilities. It is cheap and its answer
 	// does not change while the driver is open.

@@ -15,8 +15,9 @@ type Code string
 const (
 	// CodeDeviceError: the device answered with an error.
 	CodeDeviceError Code = "device_error"
-	// CodeDeviceTimeout: the device did not answer in time; the command may
-	// or may not have taken effect.
+	// CodeDeviceTimeout: the deadline passed before the command reached the
+	// device, and the driver made sure it never will. A timeout after the
+	// command may have left (bytes written, a publish sent) is CodeInDoubt.
 	CodeDeviceTimeout Code = "device_timeout"
 	// CodeDeviceUnavailable: the device cannot be reached (unplugged,
 	// driver process down); the command did not reach it.
@@ -25,8 +26,9 @@ const (
 	CodeUnknownOp Code = "unknown_op"
 	// CodeStaleToken: the device's own fence refused the token.
 	CodeStaleToken Code = "stale_token"
-	// CodeInDoubt: the driver lost the device mid-command (e.g. a plugin
-	// process crashed): the command may or may not have taken effect.
+	// CodeInDoubt: the command may or may not have taken effect: the driver
+	// lost the device mid-command (a plugin crashed or overran), or its
+	// deadline passed after the command may have left.
 	CodeInDoubt Code = "in_doubt"
 )
 
