@@ -49,7 +49,9 @@ var _ lease.Shared = (*Store)(nil)
 
 // Open connects to the cluster of cfg and opens the store under its
 // prefix, creating the epoch (now in Unix ms) if the prefix has none. The
-// Store owns the client. ctx bounds the opening.
+// Store owns the client. ctx bounds the opening. A cluster restored from a
+// snapshot without an epoch bump since fails Open with ErrRestored (see
+// the package doc).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate("etcd"); err != nil {
 		return nil, err
@@ -73,7 +75,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // New opens the store under opts.Prefix on cli, which the caller keeps and
-// closes after the Store. It reads the epoch, creating it if absent.
+// closes after the Store. It reads the epoch, creating it if absent, and
+// checks the cluster marker as Open does.
 func New(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -219,7 +222,9 @@ func (s *Store) Epoch(context.Context) (uint64, error) { return s.epoch, nil }
 // Shared reports true: several controllers use one etcd store at once.
 func (s *Store) Shared() bool { return true }
 
-// Load reads domain's record linearizably (through the etcd leader).
+// Load reads domain's record linearizably (through the etcd leader). A
+// response showing the cluster restored under the store fails it with
+// ErrRestored (and ends the store, see Err).
 func (s *Store) Load(ctx context.Context, domain string) (lease.Record, error) {
 	if s.closed.Load() {
 		return lease.Record{}, fmt.Errorf("load %s: %w", domain, lease.ErrClosed)
@@ -307,7 +312,8 @@ func (s *Store) whyNot(resp *clientv3.TxnResponse) error {
 }
 
 // Err returns nil, or the error that ended the store: ErrEpochChanged once
-// a Put found the epoch raised. The store then writes nothing more.
+// a Put found the epoch raised, ErrRestored once a response showed the
+// cluster restored under the store. The store then writes nothing more.
 func (s *Store) Err() error {
 	if p := s.failed.Load(); p != nil {
 		return *p
