@@ -41,6 +41,9 @@ type Client struct {
 	mu      sync.Mutex // guards waiting
 	waiting map[string]chan []byte
 
+	watchMu sync.Mutex             // guards watches and their refs; held across state (un)subscribe calls
+	watches map[string]*stateWatch // by device state topic: WaitHandover's shared subscriptions
+
 	closed     chan struct{} // closed by Close: leases stop renewing
 	subscribed chan error    // one slot: the first connection's subscribe outcome, for Dial
 }
@@ -70,7 +73,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	c := &Client{cfg: cfg, topics: mqtt.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{},
-		closed: make(chan struct{}), subscribed: make(chan error, 1)}
+		watches: map[string]*stateWatch{}, closed: make(chan struct{}), subscribed: make(chan error, 1)}
 	c.reply = c.topics.ReplyTopic(cfg.MQTT.ClientID)
 	opts, err := cfg.MQTT.ClientOptions(c.onConnect)
 	if err != nil {
@@ -112,6 +115,17 @@ func (c *Client) onConnect(pc paho.Client) {
 	select {
 	case c.subscribed <- err:
 	default:
+	}
+	c.resubscribeStates(pc)
+}
+
+// resubscribeStates renews WaitHandover's state subscriptions after a
+// reconnection (the session is clean); a retained state comes again.
+func (c *Client) resubscribeStates(pc paho.Client) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	for topic, w := range c.watches {
+		pc.Subscribe(topic, 1, w.onState)
 	}
 }
 
