@@ -28,8 +28,9 @@ type Options struct {
 	// Username and Password are the broker credentials; empty for an
 	// anonymous broker.
 	Username, Password string
-	// ReplyTopics are topic filters, beside every device's results topic,
-	// on which results arrive (reply_to topics).
+	// ReplyTopics are topic filters, beside every device's results topic
+	// and this supervisor's own reply topic (ReplyTo), on which results
+	// arrive (reply_to topics).
 	ReplyTopics []string
 	// Timeout bounds each wait for a result or a device state.
 	// Default 15 s.
@@ -43,6 +44,7 @@ type Supervisor struct {
 	tb      testing.TB // receives errors found in callbacks
 	client  paho.Client
 	timeout time.Duration
+	replyTo string // mqtt.Topics{}.ReplyTopic(ClientID)
 
 	mu      sync.Mutex                       // guards results, states and online
 	results map[string]chan mqtt.Result      // by command id
@@ -52,13 +54,13 @@ type Supervisor struct {
 
 // NewSupervisor connects a supervisor to broker and returns once its
 // subscriptions (every device's results and state, every agent's status,
-// o.ReplyTopics) are in place. It disconnects in tb's Cleanup; errors found
+// its reply topic ReplyTo and its subtopics, o.ReplyTopics) are in place. It disconnects in tb's Cleanup; errors found
 // in paho callbacks (an undecodable result, a result nobody reads) are
 // reported with tb.Errorf. Per-call methods take their own testing.TB so
 // that subtests fail themselves.
 func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 	tb.Helper()
-	s := &Supervisor{tb: tb, timeout: o.Timeout, results: map[string]chan mqtt.Result{},
+	s := &Supervisor{tb: tb, timeout: o.Timeout, replyTo: mqtt.Topics{}.ReplyTopic(o.ClientID), results: map[string]chan mqtt.Result{},
 		states: map[string]chan mqtt.DeviceState{}, online: map[string][]chan struct{}{}}
 	if s.timeout == 0 {
 		s.timeout = 15 * time.Second
@@ -66,7 +68,7 @@ func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 	ready := make(chan error, 1)
 	cfg := mqtt.Config{Broker: broker, ClientID: o.ClientID, Username: o.Username, Password: o.Password}
 	opts, err := cfg.ClientOptions(func(c paho.Client) {
-		err := s.subscribe(c, o.ReplyTopics)
+		err := s.subscribe(c, s.replyFilters(o.ReplyTopics))
 		select {
 		case ready <- err: // the first connection's outcome
 		default:
@@ -84,6 +86,22 @@ func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// ReplyTo is this supervisor's reply topic in the reply namespace,
+// mqtt.Topics{}.ReplyTopic(client id), which agents and controllers accept
+// as reply_to. Results sent there, or to a subtopic, arrive in Wait.
+func (s *Supervisor) ReplyTo() string { return s.replyTo }
+
+// replyFilters is extra plus ReplyTo's filter, unless a filter of extra
+// already covers it (paho would hand each result to both handlers).
+func (s *Supervisor) replyFilters(extra []string) []string {
+	for _, f := range extra {
+		if mqtt.MatchFilter(f, s.replyTo) && mqtt.MatchFilter(f, s.replyTo+"/x") {
+			return extra
+		}
+	}
+	return append(append([]string(nil), extra...), s.replyTo+"/#")
 }
 
 // subscribe runs in paho's OnConnect goroutine, on every (re)connection.

@@ -2,6 +2,7 @@ package mqtttest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,7 +40,53 @@ func TestSupervisorRoutesByIDDeviceAndAgent(t *testing.T) {
 	sup.WaitState(t, "pump1", true)
 }
 
-// fakeAgent answers every command with an applied result of its id.
+// TestReplyTopicInReplyNamespace: the supervisor's reply topic lies in
+// the reply namespace (the agent's default reply rule accepts it), and a
+// result sent there (or to a subtopic) reaches Wait — also when a
+// ReplyTopics filter covers it, then only once.
+func TestReplyTopicInReplyNamespace(t *testing.T) {
+	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	fakeAgent(t, b.URL())
+	tests := []struct {
+		name   string
+		extra  []string
+		suffix string
+	}{
+		{name: "own topic", suffix: ""},
+		{name: "subtopic", suffix: "/cmds"},
+		{name: "covered by ReplyTopics", extra: []string{"fencegate/v1/replies/#"}, suffix: "/x"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sup := NewSupervisor(t, b.URL(), Options{ClientID: fmt.Sprintf("sup%d", i), ReplyTopics: tc.extra, Timeout: 5 * time.Second})
+			if want := (mqtt.Topics{}).ReplyTopic(fmt.Sprintf("sup%d", i)); sup.ReplyTo() != want {
+				t.Fatalf("ReplyTo %q", sup.ReplyTo())
+			}
+			if err := (mqtt.ReplyRule{}).Check(sup.ReplyTo() + tc.suffix); err != nil {
+				t.Fatal(err)
+			}
+			id := "r" + tc.name
+			r := sup.Send(t, "pump1", mqtt.Command{ID: id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
+			if r.ID != id {
+				t.Fatalf("result %+v", r)
+			}
+			sup.Publish(t, "pump1", mqtt.Command{ID: "after-" + id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
+			sup.Wait(t, "after-"+id) // results arrive in order: a duplicate of id would be in by now
+			select {
+			case dup := <-sup.resultChan(id):
+				t.Fatalf("result delivered twice: %+v", dup)
+			default:
+			}
+		})
+	}
+}
+
+// fakeAgent answers every command with an applied result of its id, on
+// its reply_to topic if it has one.
 func fakeAgent(t *testing.T, broker string) paho.Client {
 	t.Helper()
 	opts, err := mqtt.Config{Broker: broker, ClientID: "fake"}.ClientOptions(nil)
@@ -57,7 +104,11 @@ func fakeAgent(t *testing.T, broker string) paho.Client {
 		device, _, _ := tp.ParseDeviceTopic(m.Topic())
 		if json.Unmarshal(m.Payload(), &cmd) == nil {
 			b, _ := json.Marshal(mqtt.Result{ID: cmd.ID, Device: device, Status: mqtt.StatusApplied, Code: mqtt.CodeOK})
-			c.Publish(tp.DeviceResults(device), 1, false, b)
+			to := tp.DeviceResults(device)
+			if cmd.ReplyTo != "" {
+				to = cmd.ReplyTo
+			}
+			c.Publish(to, 1, false, b)
 		}
 	}), 10*time.Second)
 	if err != nil {
