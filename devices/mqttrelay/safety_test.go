@@ -27,10 +27,11 @@ const relayID = "fencegate-relay-plug1"
 // controller, the PUBACK never reached the relay.
 type lostAck struct {
 	mochi.HookBase
-	srv   *mochi.Server
-	topic string
-	armed atomic.Bool
-	hits  atomic.Int32
+	srv     *mochi.Server
+	topic   string
+	swallow bool // instead: drop the publish, keep the connection, send no PUBACK
+	armed   atomic.Bool
+	hits    atomic.Int32
 }
 
 func (h *lostAck) ID() string { return "lost-ack" }
@@ -42,6 +43,9 @@ func (h *lostAck) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		return pk, nil
 	}
 	h.hits.Add(1)
+	if h.swallow {
+		return pk, packets.ErrRejectPacket
+	}
 	if err := h.srv.Publish(pk.TopicName, pk.Payload, false, 1); err != nil {
 		return pk, err
 	}
@@ -88,6 +92,65 @@ func TestPublishWithoutAckIsInDoubtAndNeverResent(t *testing.T) {
 	}
 	if got := g.plug.WaitReceived(2); !slices.Equal(got, []string{"ON", "BLINK"}) {
 		t.Fatalf("controller received %q, want [ON BLINK]: the unacknowledged ON must not be resent", got)
+	}
+}
+
+// TestPublishTimedOutIsInDoubtAndNeverResent (issue 12, item 3): the
+// broker never acknowledges the publish and the deadline passes: the
+// answer is in_doubt, and when the connection is lost later the command is
+// not resent by the reconnect (before, it was reported device_timeout and
+// paho resent it on the next reconnect).
+func TestPublishTimedOutIsInDoubtAndNeverResent(t *testing.T) {
+	g := newRig(t, nil)
+	hook := &lostAck{srv: g.broker.Server(), topic: relaytest.CommandTopic("plug1"), swallow: true}
+	if err := g.broker.Server().AddHook(hook, nil); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := g.relay.Apply(ctx, cmd("c1", "power", `{"state":"ON"}`)); codeOf(err) != devices.CodeInDoubt {
+		t.Errorf("err = %v, want in_doubt (published, never acknowledged)", err)
+	}
+	if cl, ok := g.broker.Server().Clients.Get(relayID); ok {
+		cl.Stop(errors.New("test: a later connection loss"))
+	}
+	g.blinkOnceAvailable(t)
+	if got := g.plug.WaitReceived(1); slices.Contains(got, "ON") {
+		t.Fatalf("controller received %q: the ON answered in_doubt was resent", got)
+	}
+}
+
+// blinkOnceAvailable applies blink, waiting for availability reports
+// while the relay is reconnecting.
+func (g *rig) blinkOnceAvailable(t *testing.T) {
+	t.Helper()
+	for range 10 {
+		_, err := g.relay.Apply(context.Background(), cmd("b1", "blink", ""))
+		if err == nil {
+			return
+		}
+		if codeOf(err) != devices.CodeDeviceUnavailable {
+			t.Fatalf("blink: %v", err)
+		}
+		g.waitReport(t, true)
+	}
+	t.Fatal("blink never applied")
+}
+
+// waitReport waits for an availability report of want, skipping others.
+func (g *rig) waitReport(t *testing.T, want bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case got := <-g.avail:
+			if got == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no availability report %v", want)
+		}
 	}
 }
 
