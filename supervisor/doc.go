@@ -11,11 +11,15 @@
 //
 // A Lease renews itself at about a third of its TTL and closes Done() the
 // moment it cannot be sure it still holds the lease (a renewal refused, or
-// none confirmed within the TTL counted from when it was sent); it is never
-// resurrected. Send retries with the same command id until it has a result
-// or ctx ends, so a lost reply never applies a command twice; the agent's
-// answer comes back as a Result and, unless applied, an error that
-// errors.Is one of this package's sentinels.
+// ValidUntil — the TTL counted from when the last confirmed request was
+// sent — passed: a timer armed at ValidUntil); it is never resurrected.
+// Send refuses a lost or released lease (ErrLeaseLost), bounds each
+// command by deadline_ms = min(ctx deadline, ValidUntil), and retries with
+// the same command id until it has a result, ctx ends or the lease is
+// lost, so a lost reply never applies a command twice; the agent's answer
+// comes back as a Result and, unless applied, an error that errors.Is one
+// of this package's sentinels. Replies come to the client's topic in the
+// reply namespace, mqtt.Topics.ReplyTopic(client id).
 //
 // The lease does not guard the device: a paused process can wake up after
 // its lease expired and send before it notices. The agent's fence rejects
