@@ -96,7 +96,7 @@ func (o observing) load(t *testing.T, domain string) lease.Record {
 }
 
 // startObserving starts a controller on the store at path with its MQTT
-// API as its EpochFloor, and returns once the API is ready.
+// API as its EpochFloor, and returns at once.
 func startObserving(t *testing.T, broker, path string, signer *fence.Signer) observing {
 	t.Helper()
 	st, err := boltstore.Open(path, boltstore.Options{})
@@ -108,8 +108,7 @@ func startObserving(t *testing.T, broker, path string, signer *fence.Signer) obs
 		t.Fatal(err)
 	}
 	c, _ := leasetest.MustControllerOn(t, lease.Config{Signer: signer, OnGrant: srv.Announce, EpochFloor: srv}, st)
-	srv.Start(c)
-	waitReady(srv)
+	srv.Start(c) // not waiting for Ready: the first grants wait for the broker's retained messages
 	return observing{st: st, running: running{client: leasetest.Direct{C: c}, close: func() {
 		srv.Close()
 		if err := st.Close(); err != nil {

@@ -76,7 +76,7 @@ func (s *Server) Floor(ctx context.Context, domain string) (epoch, seq uint64, e
 	if err := s.awaitFirst(ctx); err != nil {
 		return 0, 0, err
 	}
-	if s.verify != nil && s.Ready() {
+	if s.verify != nil && s.client.IsConnectionOpen() {
 		if err := s.readGrant(ctx, domain); err != nil {
 			return 0, 0, fmt.Errorf("read the retained grant of %s: %w", domain, err)
 		}
