@@ -12,7 +12,8 @@ import (
 
 // TestWaitingAcquiresFIFO (issue 11): acquires waiting for a held domain
 // get it in the order they arrived, as etcd's concurrency.Mutex serves
-// waiters by revision: each release hands the domain to the oldest waiter.
+// waiters by revision: each release hands the domain to the oldest waiter,
+// and an acquire arriving meanwhile does not pass the queue.
 func TestWaitingAcquiresFIFO(t *testing.T) {
 	clock := leasetest.NewClock()
 	c, _, keys := leasetest.MustController(t, lease.Config{Clock: clock})
@@ -25,6 +26,8 @@ func TestWaitingAcquiresFIFO(t *testing.T) {
 	}
 	for i := range n {
 		leasetest.Want(t, c.Do(context.Background(), lease.OpRelease, "d", lease.Request{Token: token}), lease.CodeReleased)
+		// A newcomer right after the release does not pass the queue.
+		leasetest.Want(t, leasetest.Acquire(t, env.Client, "d", "carol", time.Minute), lease.CodeHeld)
 		got, r := firstAnswer(t, done[i:])
 		if got != 0 {
 			t.Fatalf("release %d handed the domain to waiter w%d (%+v), want w%d: not first come, first served", i, i+got, r, i)

@@ -117,6 +117,7 @@ func (c *components) openStore(ctx context.Context, cfg Config, onCommit func(in
 func (c *components) newController(ctx context.Context, cfg Config, signer *fence.Signer, m **metrics.Metrics, reg prometheus.Registerer) (*lease.Controller, error) {
 	var ctrl *lease.Controller
 	*m = metrics.New(reg, func() int { return ctrl.ActiveLeases() })
+	metrics.RegisterDomains(reg, func() int { return ctrl.Domains() })
 	onGrant := func(t fence.Token) {
 		(*m).Granted()
 		if c.mqtt != nil {

@@ -67,6 +67,7 @@ func start(t *testing.T, ready func() error) (leasetest.Env, string) {
 	reg := prometheus.NewRegistry()
 	var c *lease.Controller
 	m := metrics.New(reg, func() int { return c.ActiveLeases() })
+	metrics.RegisterDomains(reg, func() int { return c.Domains() })
 	c, _, keys := leasetest.MustController(t, lease.Config{Clock: clock, Observer: m})
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Controller: c, Ready: ready, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}))
 	t.Cleanup(srv.Close)
@@ -138,7 +139,7 @@ func TestKeysHealthMetrics(t *testing.T) {
 		t.Fatalf("readyz %d", code)
 	}
 	_, body := getText(t, url+"/metrics")
-	for _, want := range []string{"fencegate_lease_active 1", `fencegate_lease_denials_total{code="held"} 1`,
+	for _, want := range []string{"fencegate_lease_active 1", "fencegate_lease_domains 1", `fencegate_lease_denials_total{code="held"} 1`,
 		`fencegate_lease_request_duration_seconds_count{op="acquire"} 2`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

@@ -52,6 +52,15 @@ func New(reg prometheus.Registerer, active func() int) *Metrics {
 	return m
 }
 
+// RegisterDomains registers fencegate_lease_domains, the domains the
+// controller holds in memory (lease.Controller.Domains, bounded by
+// max_domains); inMemory is called at each scrape.
+func RegisterDomains(reg prometheus.Registerer, inMemory func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fencegate_lease_domains", Help: "Domains held in memory: live leases, waiting acquires, operations under way.",
+	}, func() float64 { return float64(inMemory()) }))
+}
+
 // Observe records one operation's outcome and duration.
 func (m *Metrics) Observe(op lease.Op, code lease.Code, took time.Duration) {
 	m.requests.WithLabelValues(string(op)).Observe(took.Seconds())
