@@ -43,6 +43,7 @@ func RunContract(t *testing.T, newBacking func(t testing.TB) Opener) {
 		{"racing puts: one wins", contractRace},
 		{"domains are independent", contractDomains},
 		{"reopen keeps epoch and records", contractReopen},
+		{"scan lists every record", contractScan},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBacking(t)) })
@@ -198,4 +199,26 @@ func contractReopen(t *testing.T, open Opener) {
 	_, err := st.Put(bg, "d", sampleRecord(0, 2))
 	wantConflict(t, err)
 	mustPut(t, st, "d", sampleRecord(rec.Version, 2))
+}
+
+// contractScan checks lease.Scanner, for stores that implement it: every
+// record written is listed once, as stored, and returning false stops.
+func contractScan(t *testing.T, open Opener) {
+	st := openClosed(t, open)
+	sc, ok := st.(lease.Scanner)
+	if !ok {
+		t.Skip("the store is not a lease.Scanner")
+	}
+	want := map[string]lease.Record{"a": mustPut(t, st, "a", sampleRecord(0, 1)), "b": mustPut(t, st, "b", sampleRecord(0, 2))}
+	got := map[string]lease.Record{}
+	if err := sc.Scan(bg, func(d string, rec lease.Record) bool { got[d] = rec; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("scan listed %+v, want %+v", got, want)
+	}
+	n := 0
+	if err := sc.Scan(bg, func(string, lease.Record) bool { n++; return false }); err != nil || n != 1 {
+		t.Fatalf("scan after fn returned false: %d calls, %v; want 1", n, err)
+	}
 }
