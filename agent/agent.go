@@ -70,6 +70,9 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.logInDoubt()
+	if err = a.rehomeDevices(); err != nil {
+		return nil, err
+	}
 	if err = a.listen(); err != nil {
 		return nil, err
 	}
@@ -111,6 +114,22 @@ func (a *Agent) logInDoubt() {
 	for _, c := range a.env.store.InDoubtAtOpen() {
 		a.log.Warn("command in doubt after restart: accepted, no result recorded", "device", c.Device, "id", c.ID)
 	}
+}
+
+// rehomeDevices forgets the own fence record of every device the config
+// moved to another fencing domain, so that the new domain's fence governs
+// it (the old domain's tokens are refused by the domain check anyway).
+func (a *Agent) rehomeDevices() error {
+	for _, dc := range a.cfg.Devices {
+		moved, err := a.env.store.Rehome(context.Background(), dc.ID, dc.Domain)
+		if err != nil {
+			return fmt.Errorf("devices %s: %w", dc.ID, err)
+		}
+		if moved {
+			a.log.Warn("device moved to another fencing domain; the new domain's fence governs it", "device", dc.ID, "domain", dc.Domain)
+		}
+	}
+	return nil
 }
 
 func (a *Agent) openDevices() error {

@@ -198,6 +198,9 @@ func (c *connection) awaitRetainedGrants(cl paho.Client) {
 	if err := mqtt.Wait(cl.SubscribeMultiple(filters, c.onGrant), c.a.cfg.MQTT.GrantWait); err != nil {
 		c.log.Warn("subscribing to grants", "err", err)
 	}
+	c.grantsMu.Lock()
+	c.lastGrant = time.Now() // the quiet period starts once the broker has the subscription
+	c.grantsMu.Unlock()
 	deadline := time.Now().Add(c.a.cfg.MQTT.GrantWait)
 	for time.Now().Before(deadline) && !c.grantsSettled(len(filters)) {
 		time.Sleep(10 * time.Millisecond)
@@ -220,9 +223,7 @@ func (c *connection) grantsSettled(topics int) bool {
 // costs a map lookup; the callback never waits for the disk.
 func (c *connection) onGrant(_ paho.Client, m paho.Message) {
 	defer m.Ack()
-	c.grantsMu.Lock()
-	c.grantsSeen[m.Topic()], c.lastGrant = true, time.Now()
-	c.grantsMu.Unlock()
+	defer c.sawGrant(m.Topic()) // after the grant is in its slot: the connect sequence settles it
 	tok, err := c.verifyGrant(m.Payload())
 	if err != nil {
 		c.a.env.m.grantsIgnore.Inc()
@@ -240,6 +241,12 @@ func (c *connection) onGrant(_ paho.Client, m paho.Message) {
 	case c.settle <- struct{}{}:
 	default: // a wake-up is already pending; it settles every domain
 	}
+}
+
+func (c *connection) sawGrant(topic string) {
+	c.grantsMu.Lock()
+	c.grantsSeen[topic], c.lastGrant = true, time.Now()
+	c.grantsMu.Unlock()
 }
 
 // maxGrantPayload bounds a grant announcement: {"token": ...} with a token

@@ -38,7 +38,9 @@ func (d *device) decide(in inbound) {
 		d.env.fatal(err)
 		return
 	}
-	d.dom.raised(dec.Fence, dec.Raised)
+	if dec.Outcome != persist.WrongDomain { // a WrongDomain decision carries the device's record of another domain
+		d.dom.raised(dec.Fence, dec.Raised)
+	}
 	in.ack()
 	d.decided(p, dec)
 }

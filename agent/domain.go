@@ -43,6 +43,9 @@ func (dm *domain) current() fence.Token {
 // offer puts a verified grant in the slot if it is newer than both the fence
 // and the grant already there.
 func (dm *domain) offer(tok fence.Token) {
+	if tok.Domain != dm.name {
+		return // the caller routes by domain; never let a foreign token in
+	}
 	dm.mu.Lock()
 	defer dm.mu.Unlock()
 	if newerThan(tok, dm.fence) && newerThan(tok, dm.pending) {
@@ -85,7 +88,7 @@ func (dm *domain) settle(ctx context.Context) error {
 // raised updates the mirror from a durable decision and, if the fence moved,
 // announces the new fence in the state of every device of the domain.
 func (dm *domain) raised(tok fence.Token, moved bool) {
-	if tok.IsZero() {
+	if tok.IsZero() || tok.Domain != dm.name {
 		return
 	}
 	dm.mu.Lock()
@@ -104,10 +107,14 @@ func (dm *domain) raised(tok fence.Token, moved bool) {
 }
 
 // newerThan reports whether a is a later lease than b of the same domain
-// (any token is newer than the zero token).
+// (any token is newer than the zero token). Tokens of different domains
+// never compare: the answer is false.
 func newerThan(a, b fence.Token) bool {
 	if b.IsZero() {
 		return !a.IsZero()
+	}
+	if a.Domain != b.Domain {
+		return false
 	}
 	cmp, err := a.Compare(b)
 	return err == nil && cmp > 0

@@ -131,7 +131,7 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 	}
 	digest := commandDigest(cmd)
 	if known {
-		if d, done, err := s.journaled(tx, old, digest, cmd.Token.Domain); done || err != nil {
+		if d, done, err := s.journaled(tx, old, digest, cmd.Token); done || err != nil {
 			return d, err
 		}
 	}
@@ -155,18 +155,23 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 // another command, Duplicate for the same one — unless the journaled command
 // is in doubt and was declared idempotent, in which case done is false and
 // Accept goes on to the fence check.
-func (s *Store) journaled(tx *bolt.Tx, old Record, digest, domain string) (d Decision, done bool, err error) {
-	f, _, err := getDomainFence(tx, domain)
+func (s *Store) journaled(tx *bolt.Tx, old Record, digest string, tok fence.Token) (d Decision, done bool, err error) {
+	f, _, err := getDomainFence(tx, tok.Domain)
 	if err != nil {
 		return Decision{}, true, err
 	}
 	switch {
-	case old.Digest != "" && old.Digest != digest:
+	case old.Digest != "" && old.Digest != digest, old.Digest == "" && !sameLeaseFence(old.Token, tok):
+		// A record from before digests holds only the lease: compare that.
 		return Decision{Outcome: IDReused, Fence: f.Token, Record: old}, true, nil
 	case old.State == StateInDoubt && old.Idempotent:
 		return Decision{}, false, nil
 	}
 	return Decision{Outcome: Duplicate, Fence: f.Token, Record: old}, true, nil
+}
+
+func sameLeaseFence(f fence.Fence, tok fence.Token) bool {
+	return f.Epoch == tok.Epoch && f.Seq == tok.Seq && f.Holder == tok.Holder
 }
 
 // raiseForDevice checks tok against the device's own record (a token of
@@ -272,6 +277,27 @@ func (s *Store) Raise(ctx context.Context, tok fence.Token) (Decision, error) {
 		return Decision{}, err
 	}
 	return d, nil
+}
+
+// Rehome forgets a device's own fence record when the device was moved to
+// another fencing domain (its record names the old one, so every command of
+// the new domain would be WrongDomain). The fences of both domains and the
+// device's journal stay. It reports whether there was a record to forget,
+// once that is durable.
+func (s *Store) Rehome(ctx context.Context, device, domain string) (bool, error) {
+	if err := checkDevice(device); err != nil {
+		return false, err
+	}
+	var moved bool
+	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
+		f, ok, err := getFence(tx, device)
+		if err != nil || !ok || f.Token.Domain == domain {
+			return false, err
+		}
+		moved = true
+		return true, tx.Bucket(bucketFences).Delete([]byte(device))
+	})
+	return moved, err
 }
 
 // Complete records the result of an accepted command durably, moving it to

@@ -33,7 +33,10 @@ var (
 	bucketOrder   = []byte("order")
 	bucketPending = []byte("pending")
 	keySchema     = []byte("schema")
-	schemaVersion = []byte("1")
+	schemaVersion = []byte("2")
+	// schemaV1 is the layout before per-domain fences and the store clock:
+	// no domains bucket, wall-clock stamps in the order index. Open migrates it.
+	schemaV1 = []byte("1")
 )
 
 // journal is one device's view of the shared journal buckets inside a
@@ -200,7 +203,7 @@ func putDomainFence(tx *bolt.Tx, domain string, f Fence) error {
 
 // migrateDomainFences raises each domain's fence to the highest device
 // fence of the domain: files written before fences were per domain had
-// only device fences. It changes nothing on a current file.
+// only device fences.
 func migrateDomainFences(tx *bolt.Tx) error {
 	return tx.Bucket(bucketFences).ForEach(func(k, v []byte) error {
 		f, err := decodeFence(string(k), v)
@@ -218,24 +221,61 @@ func migrateDomainFences(tx *bolt.Tx) error {
 	})
 }
 
-// initLayout creates the buckets of a new file and checks the schema of an
-// existing one.
-func initLayout(tx *bolt.Tx) error {
+// initLayout creates the buckets of a new file, checks the schema of an
+// existing one and migrates a schema-1 file (see migrateV1); migrated
+// reports that it did.
+func initLayout(tx *bolt.Tx) (migrated bool, err error) {
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
-		return fmt.Errorf("init: %w", err)
+		return false, fmt.Errorf("init: %w", err)
 	}
-	switch v := meta.Get(keySchema); {
-	case v == nil:
-		if err := meta.Put(keySchema, schemaVersion); err != nil {
-			return fmt.Errorf("init: %w", err)
-		}
-	case !bytes.Equal(v, schemaVersion):
-		return fmt.Errorf("%w: schema %q, this build reads %q", ErrCorrupt, v, schemaVersion)
+	v := meta.Get(keySchema)
+	switch {
+	case v == nil, bytes.Equal(v, schemaVersion), bytes.Equal(v, schemaV1):
+	default:
+		return false, fmt.Errorf("%w: schema %q, this build reads %q and %q", ErrCorrupt, v, schemaVersion, schemaV1)
 	}
 	for _, name := range [][]byte{bucketFences, bucketDomains, bucketJournal, bucketOrder, bucketPending} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return fmt.Errorf("init: %w", err)
+			return false, fmt.Errorf("init: %w", err)
+		}
+	}
+	if bytes.Equal(v, schemaV1) {
+		if err := migrateV1(tx); err != nil {
+			return false, fmt.Errorf("migrate schema 1: %w", err)
+		}
+	}
+	if err := meta.Put(keySchema, schemaVersion); err != nil {
+		return false, fmt.Errorf("init: %w", err)
+	}
+	return bytes.Equal(v, schemaV1), nil
+}
+
+// migrateV1 turns a schema-1 file into schema 2: each domain's fence is
+// raised to the highest device fence of the domain, and every order stamp —
+// a wall-clock time in schema 1, possibly from a stepped clock — is set to
+// one common stamp, zero, so that no record looks older than another and
+// the new store clock starts from there: retention restarts for the old
+// records, the dedupe window can only grow.
+func migrateV1(tx *bolt.Tx) error {
+	if err := migrateDomainFences(tx); err != nil {
+		return err
+	}
+	order := tx.Bucket(bucketOrder)
+	var keys, vals [][]byte
+	err := order.ForEach(func(k, v []byte) error {
+		if len(v) >= 8 {
+			nv := append(make([]byte, 8, len(v)), v[8:]...) // stamp 0, same id
+			keys, vals = append(keys, append([]byte(nil), k...)), append(vals, nv)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if err := order.Put(k, vals[i]); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -54,10 +54,7 @@ func Open(path string, opts Options) (*Store, error) {
 
 // recover prepares the file for use: layout, in-doubt marking, pruning.
 func (s *Store) recover(tx *bolt.Tx) error {
-	if err := initLayout(tx); err != nil {
-		return err
-	}
-	if err := migrateDomainFences(tx); err != nil {
+	if _, err := initLayout(tx); err != nil {
 		return err
 	}
 	s.clock = newStoreClock(tx, s.opts.Uptime)
