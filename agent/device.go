@@ -154,6 +154,6 @@ func (d *device) publishState() {
 	d.mu.Lock()
 	online := d.available
 	d.mu.Unlock()
-	s := mqtt.DeviceState{Device: d.id, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
+	s := mqtt.DeviceState{Device: d.id, Domain: d.domain, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
 	d.env.pub.publish(d.env.topics.DeviceState(d.id), mustJSON(s), true)
 }

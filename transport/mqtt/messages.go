@@ -70,6 +70,7 @@ type Result struct {
 // DeviceState is a device's retained state message.
 type DeviceState struct {
 	Device    string       `json:"device"`
+	Domain    string       `json:"domain,omitempty"` // the device's fencing domain; Fence is that domain's fence
 	Agent     string       `json:"agent"`
 	Online    bool         `json:"online"`
 	Fence     *fence.Fence `json:"fence,omitempty"`
