@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
@@ -49,10 +51,16 @@ func TestEpochFromWrongClock(t *testing.T) {
 	leasetest.Want(t, other, lease.CodeGranted)
 	ctl.close()
 
-	state, _ := json.Marshal(mqtt.DeviceState{Device: "pump1", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 7000, Seq: 1, Holder: "h"}})
-	if err := mqtt.Wait(intruder.Publish(mqtt.Topics{}.DeviceState("pump1"), 1, true, state), waitLong); err != nil {
-		t.Fatal(err)
-	}
+	// An agent's state naming its domain bounds that domain only: its
+	// seq 50 is above this store's next seq there.
+	publishState(t, intruder, mqtt.DeviceState{Device: "pump2", Domain: "line", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 1000, Seq: 50, Holder: "h"}})
+	ctl = startObserving(t, b.URL(), path, signer)
+	wantRefused(t, ctl, "line")
+	leasetest.Want(t, leasetest.Acquire(t, ctl.client, "spare", "alice", time.Minute), lease.CodeGranted)
+	ctl.close()
+
+	// A state naming no domain (an older agent) bounds every domain.
+	publishState(t, intruder, mqtt.DeviceState{Device: "pump1", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 7000, Seq: 1, Holder: "h"}})
 	ctl = startObserving(t, b.URL(), path, signer)
 	wantRefused(t, ctl, "fresh")
 	ctl.close()
@@ -62,13 +70,21 @@ func TestEpochFromWrongClock(t *testing.T) {
 	}
 	ctl = startObserving(t, b.URL(), path, signer)
 	defer ctl.close()
-	for _, d := range []string{"press", "fresh"} {
+	for _, d := range []string{"press", "fresh", "line"} {
 		r := leasetest.Acquire(t, ctl.client, d, "bob", time.Minute)
 		leasetest.Want(t, r, lease.CodeGranted)
 		tok, _ := fence.ParseUnverified(r.Token)
 		if fence.ComparePosition(tok.Epoch, tok.Seq, 7000, 1) <= 0 || fence.ComparePosition(tok.Epoch, tok.Seq, old.Epoch, old.Seq) <= 0 {
 			t.Fatalf("after the bump %s granted %d/%d, not above what was seen", d, tok.Epoch, tok.Seq)
 		}
+	}
+}
+
+func publishState(t *testing.T, c paho.Client, st mqtt.DeviceState) {
+	t.Helper()
+	payload, _ := json.Marshal(st)
+	if err := mqtt.Wait(c.Publish(mqtt.Topics{}.DeviceState(st.Device), 1, true, payload), waitLong); err != nil {
+		t.Fatal(err)
 	}
 }
 

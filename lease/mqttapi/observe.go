@@ -16,6 +16,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -44,8 +45,13 @@ type observed struct {
 	// are then taken as read once their subscription is acknowledged.
 	unsynced atomic.Bool
 
-	mu          sync.Mutex // guards the fields below
+	mu sync.Mutex // guards the fields below
+	// deviceEpoch is the highest fence epoch of a device state that names
+	// no domain (an older agent): it counts for every domain.
 	deviceEpoch uint64
+	// domainFence is, per domain, the highest fence position of the device
+	// states naming that domain.
+	domainFence map[string]position
 	syncs       map[string]chan struct{}
 	next        uint64
 	firstDone   bool
@@ -62,11 +68,21 @@ func newObserved(t mqtt.Topics, clientID string) *observed {
 	if clientID == "" || strings.ContainsAny(clientID, "/+#$\x00") {
 		topic = t.Replies() + "fencegate-controller-sync/" + nonce
 	}
-	return &observed{topic: topic, nonce: nonce, first: make(chan struct{}), syncs: map[string]chan struct{}{}}
+	return &observed{topic: topic, nonce: nonce, first: make(chan struct{}), syncs: map[string]chan struct{}{},
+		domainFence: map[string]position{}}
+}
+
+// position is a token position (epoch, seq).
+type position struct{ epoch, seq uint64 }
+
+// above reports whether p sorts above q.
+func (p position) above(q position) bool {
+	return fence.ComparePosition(p.epoch, p.seq, q.epoch, q.seq) > 0
 }
 
 // Floor implements lease.EpochFloor: the highest position of domain's
-// verified retained grant and of any device state seen. The first call for
+// verified retained grant, of the device states naming domain, and (epoch,
+// 0) of any device state naming no domain. The first call for
 // a domain on a connection reads its retained grant (a subscription and a
 // round trip). Before the first connection has been read it waits for it,
 // bounded by ctx and 10 s, then fails with ErrNotObserved; while the broker
@@ -81,14 +97,21 @@ func (s *Server) Floor(ctx context.Context, domain string) (epoch, seq uint64, e
 			return 0, 0, fmt.Errorf("read the retained grant of %s: %w", domain, err)
 		}
 	}
-	epoch, seq = s.pub.position(domain)
-	s.obs.mu.Lock()
-	de := s.obs.deviceEpoch
-	s.obs.mu.Unlock()
-	if de > epoch {
-		return de, 0, nil
+	var p position
+	p.epoch, p.seq = s.pub.position(domain)
+	for _, q := range s.obs.devicePositions(domain) {
+		if q.above(p) {
+			p = q
+		}
 	}
-	return epoch, seq, nil
+	return p.epoch, p.seq, nil
+}
+
+// devicePositions are the device-state positions that bound domain.
+func (o *observed) devicePositions(domain string) [2]position {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return [2]position{o.domainFence[domain], {epoch: o.deviceEpoch}}
 }
 
 func (s *Server) awaitFirst(ctx context.Context) error {
@@ -252,16 +275,23 @@ func (s *Server) onSync(_ paho.Client, m paho.Message) {
 	}
 }
 
-// onDeviceState is the paho callback of the device states: it keeps the
-// highest fence epoch any agent reports.
+// onDeviceState is the paho callback of the device states: it keeps, per
+// domain, the highest fence position the agents report (the highest epoch
+// for all domains from a state that names none).
 func (s *Server) onDeviceState(_ paho.Client, m paho.Message) {
 	var st mqtt.DeviceState
 	if json.Unmarshal(m.Payload(), &st) != nil || st.Fence == nil {
 		return
 	}
+	p := position{st.Fence.Epoch, st.Fence.Seq}
 	s.obs.mu.Lock()
-	s.obs.deviceEpoch = max(s.obs.deviceEpoch, st.Fence.Epoch)
-	s.obs.mu.Unlock()
+	defer s.obs.mu.Unlock()
+	switch {
+	case st.Domain == "":
+		s.obs.deviceEpoch = max(s.obs.deviceEpoch, p.epoch)
+	case p.above(s.obs.domainFence[st.Domain]):
+		s.obs.domainFence[st.Domain] = p
+	}
 }
 
 // waitToken waits for a paho token, bounded by ctx and publishTimeout.
