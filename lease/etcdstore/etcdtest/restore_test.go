@@ -39,10 +39,7 @@ func TestRestoreWithEpochBump(t *testing.T) {
 	if err != nil || bumped <= old {
 		t.Fatalf("bump: %d → %d, %v", old, bumped, err)
 	}
-	if r := staleCtrl.Do(ctx, lease.OpAcquire, "e", lease.Request{RequestID: leasetest.ID(), Holder: "bob", TTLms: 1000}); r.Code != lease.CodeInternal {
-		t.Fatalf("acquire through a store opened before the restore: %+v, want internal", r)
-	}
-	if err := stale.(*etcdstore.Store).Err(); !errors.Is(err, etcdstore.ErrRestored) && !errors.Is(err, etcdstore.ErrEpochChanged) {
+	if err := refuseUntilFailed(t, staleCtrl, stale.(*etcdstore.Store), "bob"); !errors.Is(err, etcdstore.ErrRestored) && !errors.Is(err, etcdstore.ErrEpochChanged) {
 		t.Fatalf("stale store Err: %v, want ErrRestored or ErrEpochChanged", err)
 	}
 
@@ -139,20 +136,28 @@ func wantRestoredOpen(t *testing.T, c *Cluster, prefix string) {
 
 // wantRunnerRefuses: every acquire through a replica that ran across the
 // restore is refused (alice holds the restored lease: a new grant would
-// reissue seq 4), until its store reports ErrRestored (its client
-// reconnects first; a generous bound for a loaded machine).
+// reissue seq 4), and its store ends with ErrRestored naming epoch-bump.
 func wantRunnerRefuses(t *testing.T, ctrl *lease.Controller, runner *etcdstore.Store) {
 	t.Helper()
-	end := time.Now().Add(60 * time.Second)
-	for runner.Err() == nil && time.Now().Before(end) {
-		r := ctrl.Do(context.Background(), lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000})
-		if r.Code != lease.CodeInternal {
-			t.Fatalf("acquire through a replica after a restore without a bump: %+v, want internal", r)
-		}
-	}
-	if err := runner.Err(); !errors.Is(err, etcdstore.ErrRestored) || !strings.Contains(err.Error(), "epoch-bump") {
+	if err := refuseUntilFailed(t, ctrl, runner, "alice"); !errors.Is(err, etcdstore.ErrRestored) || !strings.Contains(err.Error(), "epoch-bump") {
 		t.Fatalf("runner Err: %v; want ErrRestored naming epoch-bump", err)
 	}
+}
+
+// refuseUntilFailed acquires "d" as holder through ctrl until st reports
+// an error (its client reconnects to the restored cluster first: a
+// generous bound for a loaded machine), failing the test if any acquire is
+// answered other than internal, and returns st.Err().
+func refuseUntilFailed(t *testing.T, ctrl *lease.Controller, st *etcdstore.Store, holder string) error {
+	t.Helper()
+	end := time.Now().Add(60 * time.Second)
+	for st.Err() == nil && time.Now().Before(end) {
+		r := ctrl.Do(context.Background(), lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: holder, TTLms: 1000})
+		if r.Code != lease.CodeInternal {
+			t.Fatalf("acquire through a replica that ran across the restore: %+v, want internal", r)
+		}
+	}
+	return st.Err()
 }
 
 // bumpAndGrantAbove runs epoch-bump and checks that a store opened then
