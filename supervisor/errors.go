@@ -22,7 +22,8 @@ var (
 	ErrExpired = errors.New("supervisor: command deadline passed")
 	// ErrUnknownOp: the device has no such op.
 	ErrUnknownOp = errors.New("supervisor: unknown op")
-	// ErrBusy: the device's queue stayed full until ctx ended.
+	// ErrBusy: the device's queue stayed full until ctx ended, or the
+	// controller is at its max_domains (lease code busy); retry later.
 	ErrBusy = errors.New("supervisor: device busy")
 	// ErrDeviceError, ErrDeviceTimeout, ErrDeviceUnavailable: the device
 	// failed; with a timeout it may have acted.

@@ -106,6 +106,8 @@ func leaseError(resp lease.Response) error {
 		return fmt.Errorf("%w: %s", ErrBadRequest, resp.Message)
 	case lease.CodeExpired, lease.CodeNotHolder:
 		return fmt.Errorf("%w: controller says %s", ErrLeaseLost, resp.Code)
+	case lease.CodeBusy:
+		return fmt.Errorf("%w: controller says %s", ErrBusy, resp.Message)
 	}
 	return fmt.Errorf("%w: controller says %s %s", ErrInternal, resp.Code, resp.Message)
 }
