@@ -149,6 +149,7 @@ func crashChild(path string) {
 
 func crashWorker(ctx context.Context, s *Store, dev string, high uint64, ack func(string, ...any)) {
 	sg := testSigner(nopTB{})
+	var last Command // the last command accepted, retried now and then
 	for ctx.Err() == nil {
 		seq := max(1, int64(high)+int64(rand.IntN(7))-3)
 		tok := mustToken(nopTB{}, sg, crashDomain(dev), 1, uint64(seq), "h"+strconv.FormatInt(seq, 10))
@@ -162,9 +163,15 @@ func crashWorker(ctx context.Context, s *Store, dev string, high uint64, ack fun
 			continue
 		}
 		id := "c" + strconv.Itoa(rand.IntN(crashIDPool))
+		if last.ID != "" && rand.IntN(5) == 0 {
+			id, tok, seq = last.ID, last.Token, int64(last.Token.Seq) // a retry: same id, same command
+		}
 		d, err := s.Accept(ctx, Command{Device: dev, ID: id, Token: tok})
 		if err != nil {
 			return
+		}
+		if d.Outcome == Accepted {
+			last = Command{ID: id, Token: tok}
 		}
 		ack("accept %s %s %d %s", dev, id, seq, d.Outcome)
 		high = max(high, d.Fence.Seq)
