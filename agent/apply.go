@@ -75,13 +75,15 @@ func (d *device) applyToDriver(p pending) mqtt.Result {
 	start := time.Now()
 	out, err := d.driver.Apply(ctx, devices.Command{ID: p.cmd.ID, Op: p.cmd.Op, Args: p.cmd.Args, Token: p.tok})
 	d.env.m.apply.Observe(time.Since(start).Seconds())
+	if devices.CodeOf(err) == devices.CodeOutputDropped {
+		return d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, err.Error())
+	}
 	if err != nil {
 		return d.failure(p.cmd.ID, err)
 	}
 	if len(out) > devices.MaxOutputBytes {
-		return d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.Code(devices.CodeDeviceError),
-			fmt.Sprintf("the command reached the device, but its output of %d bytes exceeds the %d-byte cap and was dropped",
-				len(out), devices.MaxOutputBytes))
+		return d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK,
+			fmt.Sprintf("applied; its output of %d bytes is over the %d-byte cap and was dropped", len(out), devices.MaxOutputBytes))
 	}
 	r := d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, "")
 	if len(out) > 0 && json.Valid(out) {

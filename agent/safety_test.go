@@ -348,3 +348,22 @@ func TestItem4ReplyToNeverADriverTopic(t *testing.T) {
 		t.Fatalf("the agent published to the relay's command topic: %q", got)
 	}
 }
+
+// TestIssue12Item7OutputCap: a driver's output over devices.MaxOutputBytes
+// is dropped, and the command — which did act — is answered applied with a
+// message saying so (a failure code would invite a second apply).
+func TestIssue12Item7OutputCap(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.Limits.MaxPayload = 256 << 10
+	h.start()
+	big := strings.Repeat("x", 100<<10)
+	cmd := mqtt.Command{ID: "big", Token: h.token(5, "A"), Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%q}`, big))}
+	r := h.sup.Send(t, "pump1", cmd)
+	wantResult(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	if len(r.Output) != 0 || !strings.Contains(r.Message, "dropped") {
+		t.Fatalf("over-cap output: %d bytes of output, message %q; want none and a message", len(r.Output), r.Message)
+	}
+	if got := appliedIDs(t, h, "pump1"); len(got) != 1 {
+		t.Fatalf("device applied %v", got)
+	}
+}

@@ -32,6 +32,16 @@ const (
 	CodeInDoubt Code = "in_doubt"
 )
 
+// CodeOutputDropped is not a failure: the command took effect, but its
+// output was over MaxOutputBytes and was dropped. The agent answers it
+// applied/ok with a message and no output. (Reporting it as a failure
+// would tell the sender the command did not act, inviting a second apply.)
+const CodeOutputDropped Code = "output_dropped"
+
+// MaxFailureMessage bounds the message of a failure that travels between
+// processes (plugins); longer messages are cut, the code and fence kept.
+const MaxFailureMessage = 4 << 10
+
 // Error is a driver failure with its wire-level code.
 type Error struct {
 	Code    Code

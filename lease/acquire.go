@@ -31,11 +31,19 @@ func (c *Controller) acquire(ctx context.Context, name string, req Request) (Res
 	if w.join {
 		defer func() { <-c.waiters }()
 	}
+	start := c.clock.Now()
 	resp, changed, err := c.tryAcquire(ctx, name, d, req, w)
 	if err != nil || resp.Code != CodeHeld || !w.join {
 		return resp, err
 	}
-	return c.wait(ctx, name, d, req, w, resp, changed)
+	resp, tried, err := c.wait(ctx, name, d, req, w, resp, changed)
+	if err == nil && resp.Code == CodeGranted {
+		// The attempt that granted began tried-start after the request
+		// arrived; the lease's TTL runs from after it. A client counting
+		// from when it sent, plus this, stays on the safe side.
+		resp.WaitedMs = tried.Sub(start).Milliseconds()
+	}
+	return resp, err
 }
 
 // takeWaiterSlot reserves room for one more waiting acquire; false when
@@ -58,26 +66,30 @@ type waiter struct {
 // wait retries a held acquire whenever the domain changes or its lease
 // should have expired, until it is granted, req.WaitMs has passed or ctx
 // ends; it leaves the queue on return.
-func (c *Controller) wait(ctx context.Context, name string, d *domain, req Request, w *waiter, resp Response, changed <-chan struct{}) (Response, error) {
+func (c *Controller) wait(ctx context.Context, name string, d *domain, req Request, w *waiter, resp Response, changed <-chan struct{}) (Response, time.Time, error) {
 	defer c.leave(d, w)
 	end := c.clock.Now().Add(msDuration(req.WaitMs))
-	var err error
+	var (
+		err   error
+		tried time.Time // when the last attempt began
+	)
 	for resp.Code == CodeHeld {
 		left := end.Sub(c.clock.Now())
 		if left <= 0 {
-			return resp, nil
+			return resp, tried, nil
 		}
 		select {
 		case <-changed:
 		case <-c.clock.After(c.nextLook(left, msDuration(uint64(resp.ExpiresInMs)))):
 		case <-ctx.Done():
-			return resp, nil
+			return resp, tried, nil
 		}
+		tried = c.clock.Now()
 		if resp, changed, err = c.tryAcquire(ctx, name, d, req, w); err != nil {
-			return resp, err
+			return resp, tried, err
 		}
 	}
-	return resp, nil
+	return resp, tried, nil
 }
 
 // leave takes w out of d's queue if it is still in it.

@@ -83,6 +83,10 @@ type Response struct {
 	Token       string `json:"token,omitempty"`
 	Holder      string `json:"holder,omitempty"`
 	ExpiresInMs int64  `json:"expires_in_ms,omitempty"`
+	// WaitedMs, on a grant after a wait_ms wait, is how long the request
+	// waited before the attempt that granted began: a client that counts
+	// the TTL from when it sent the request adds it (never past the truth).
+	WaitedMs int64 `json:"waited_ms,omitempty"`
 	// Message explains a bad_request or internal code; it is not part of
 	// the contract and may change.
 	Message string `json:"message,omitempty"`

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
@@ -56,6 +57,9 @@ func failureToPB(err error) *driverpb.Failure {
 			f.Fence = &driverpb.Fence{Epoch: de.Fence.Epoch, Seq: de.Fence.Seq, Holder: de.Fence.Holder}
 		}
 	}
+	if len(f.Message) > devices.MaxFailureMessage { // the code and fence must always arrive
+		f.Message = strings.ToValidUTF8(f.Message[:devices.MaxFailureMessage], "") + "… (cut)"
+	}
 	return f
 }
 
@@ -76,7 +80,7 @@ func failureFromPB(f *driverpb.Failure) *devices.Error {
 func knownCode(c devices.Code) bool {
 	switch c {
 	case devices.CodeDeviceError, devices.CodeDeviceTimeout, devices.CodeDeviceUnavailable,
-		devices.CodeUnknownOp, devices.CodeStaleToken, devices.CodeInDoubt:
+		devices.CodeUnknownOp, devices.CodeStaleToken, devices.CodeInDoubt, devices.CodeOutputDropped:
 		return true
 	}
 	return false

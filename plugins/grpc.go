@@ -222,9 +222,10 @@ func answerOf(resp *driverpb.ApplyResponse) (json.RawMessage, error) {
 	return resp.Output, nil
 }
 
-// outputDropped is the failure of a command whose answer was too large.
+// outputDropped is the answer of a command that acted but whose output was
+// too large (devices.CodeOutputDropped: the agent answers it applied).
 func outputDropped(what string) error {
-	return devices.Errorf(devices.CodeDeviceError,
+	return devices.Errorf(devices.CodeOutputDropped,
 		"the command reached the device, but %s is over the cap of %d bytes and was dropped", what, devices.MaxOutputBytes)
 }
 
@@ -240,13 +241,17 @@ func (c *grpcClient) health(ctx context.Context) (bool, string, error) {
 // Describe returns the capabilities fetched when the plugin started.
 func (c *grpcClient) Describe() devices.Capabilities { return c.caps }
 
-// callError maps an Apply call that ended without an answer. call is the
-// call's context (callContext). The plugin may still act on the command,
-// except after ResourceExhausted: the plugin answered, too much.
+// callError maps an Apply call that ended without a readable answer. call
+// is the call's context (callContext). Every case is in doubt: the plugin
+// may have acted on the command.
 func callError(call context.Context, grace time.Duration, err error) error {
 	switch {
 	case status.Code(err) == codes.ResourceExhausted:
-		return outputDropped("its answer")
+		// The plugin answered, too much to read: whether it applied the
+		// command or refused it cannot be told.
+		return &devices.Error{Code: devices.CodeInDoubt,
+			Message: fmt.Sprintf("the plugin's answer was over the %d-byte limit and could not be read; the command may have reached the device", maxAnswerBytes),
+			Err:     err}
 	case call.Err() != nil:
 		return &devices.Error{Code: devices.CodeInDoubt,
 			Message: fmt.Sprintf("plugin did not answer within %v after the deadline and was killed; the command may have reached the device", grace),

@@ -16,28 +16,61 @@ import (
 // writes each line and its newline separately, from one goroutine; Write is
 // nevertheless safe for concurrent use.
 type stderrLog struct {
-	log *slog.Logger
-	mu  sync.Mutex // guards buf
-	buf []byte     // the current line so far
+	log      *slog.Logger
+	mu       sync.Mutex // guards buf and dropping
+	buf      []byte     // the current line so far
+	dropping bool       // the current line passed maxStderrLine: drop up to its newline
 }
+
+// maxStderrLine bounds one logged stderr line: a plugin that never writes a
+// newline cannot grow the agent's memory. The rest of a longer line, up to
+// its newline, is dropped, and a warning with its first bytes is logged.
+const maxStderrLine = 64 << 10
 
 func (w *stderrLog) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	w.buf = append(w.buf, p...)
-	var lines [][]byte
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		lines = append(lines, bytes.Clone(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
+	lines, cut := w.split(p)
 	w.mu.Unlock()
+	if cut != nil {
+		w.log.Warn("plugin stderr line over the cap; the rest of it is dropped", "stream", "stderr",
+			"cap", maxStderrLine, "head", string(cut))
+	}
 	for _, l := range lines {
 		w.logLine(l)
 	}
 	return len(p), nil
+}
+
+// split adds p to the current line and returns the lines it completed, and
+// the head of a line that just passed the cap (nil if none). w.mu is held.
+func (w *stderrLog) split(p []byte) (lines [][]byte, cut []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			return lines, w.add(p, cut)
+		}
+		cut = w.add(p[:i], cut)
+		if !w.dropping {
+			lines = append(lines, bytes.Clone(w.buf))
+		}
+		w.buf, w.dropping = w.buf[:0], false
+		p = p[i+1:]
+	}
+	return lines, cut
+}
+
+// add appends b to the current line unless that passes the cap; it returns
+// cut, or the head of the line if this call passed the cap.
+func (w *stderrLog) add(b, cut []byte) []byte {
+	switch {
+	case w.dropping:
+	case len(w.buf)+len(b) > maxStderrLine:
+		cut = bytes.Clone(append(w.buf, b...)[:256])
+		w.buf, w.dropping = w.buf[:0], true
+	default:
+		w.buf = append(w.buf, b...)
+	}
+	return cut
 }
 
 func (w *stderrLog) logLine(line []byte) {

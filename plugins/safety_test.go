@@ -122,8 +122,9 @@ func TestServeRefusesApplyWhoseCtxIsDone(t *testing.T) {
 }
 
 // TestPluginOutputIsUnbounded (issue 12, item 7): an output over
-// devices.MaxOutputBytes is dropped and the command is device_error saying
-// it reached the device; the plugin keeps running. The SDK drops it before
+// devices.MaxOutputBytes is dropped and the command is output_dropped (the
+// agent answers applied: it did act) saying it reached the device; an answer
+// too large to read is in_doubt; the plugin keeps running. The SDK drops it before
 // sending; the host drops it for a plugin not built on the SDK, with
 // gRPC's receive limit so a huge answer is not buffered.
 func TestPluginOutputIsUnbounded(t *testing.T) {
@@ -134,11 +135,12 @@ func TestPluginOutputIsUnbounded(t *testing.T) {
 		code     devices.Code
 	}{
 		{name: "at the cap", bytes: devices.MaxOutputBytes},
-		{name: "one byte over", bytes: devices.MaxOutputBytes + 1, code: devices.CodeDeviceError},
-		{name: "5 MiB", bytes: 5 << 20, code: devices.CodeDeviceError},
+		{name: "one byte over", bytes: devices.MaxOutputBytes + 1, code: devices.CodeOutputDropped},
+		{name: "5 MiB", bytes: 5 << 20, code: devices.CodeOutputDropped},
 		{name: "at the cap, host side", bytes: devices.MaxOutputBytes, uncapped: true},
-		{name: "one byte over, host side", bytes: devices.MaxOutputBytes + 1, uncapped: true, code: devices.CodeDeviceError},
-		{name: "5 MiB, host side", bytes: 5 << 20, uncapped: true, code: devices.CodeDeviceError},
+		{name: "one byte over, host side", bytes: devices.MaxOutputBytes + 1, uncapped: true, code: devices.CodeOutputDropped},
+		// Too large for gRPC to read: the host cannot tell what the plugin said.
+		{name: "5 MiB, host side", bytes: 5 << 20, uncapped: true, code: devices.CodeInDoubt},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,19 +68,31 @@ func (h *Host) ping(inst *instance) string {
 }
 
 // drop takes inst out of service and ends its process: gracefully after
-// Close (no command is in it then), else at once (a lost plugin may still
-// be running a command).
+// Close when no command is in it, else at once (a lost plugin, or one that
+// Close found running a command, may still be acting on it: a graceful
+// stop would let the plugin SDK close the driver under that command).
 func (h *Host) drop(inst *instance, closing bool) {
 	h.mu.Lock()
 	if h.cur == inst {
 		h.cur = nil
 	}
 	h.mu.Unlock()
-	if closing {
+	if closing && h.idle() {
 		inst.stop()
 		return
 	}
 	inst.kill()
+}
+
+// idle reports whether no Apply is in the plugin, and keeps it so: the
+// busy token it takes is never given back (drop runs only at the end).
+func (h *Host) idle() bool {
+	select {
+	case h.busy <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 // restart starts the plugin again after delay, doubling the delay (up to

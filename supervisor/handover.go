@@ -21,10 +21,10 @@ import (
 // at a newer position of this lease's domain; ErrWrongDomain if the state
 // names another domain, or the lease's position with another holder (a
 // lease of another domain, or a controller fault); the lease's error if it
-// is lost meanwhile; ctx's error if ctx ends first. Protocol v1 device
-// states carry no domain: a state with a "domain" field is checked against
-// it, one without is taken to be of this lease's domain — call it only
-// for devices of that domain.
+// is lost (or released) before or meanwhile; ctx's error if ctx ends
+// first. A device state names its domain and is checked against it; a
+// state from an older agent without the field is taken to be of this
+// lease's domain — call it only for devices of that domain.
 //
 // Calls for the same device, from one lease or several leases of one
 // client, may run concurrently: they share one subscription to the
@@ -32,6 +32,9 @@ import (
 func (l *Lease) WaitHandover(ctx context.Context, device string) error {
 	if err := fence.CheckID("device", device); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("supervisor: hand-over of %s: %w", device, err)
 	}
 	w, states := l.c.watchState(device)
 	defer l.c.unwatchState(device, w, states)
@@ -52,17 +55,16 @@ func (l *Lease) WaitHandover(ctx context.Context, device string) error {
 	}
 }
 
-// handoverState is a device's retained state with the domain field a
-// state may carry beside protocol v1's.
-type handoverState struct {
-	mqtt.DeviceState
-	Domain string `json:"domain,omitempty"`
-}
+// handoverState is a device's retained state.
+type handoverState = mqtt.DeviceState
 
 // judgeHandover decides on one state of device: (true, nil) the device is
 // fenced at this lease; (true, err) it will not be; (false, nil) not yet.
 // A newer position of this domain marks the lease lost.
 func (l *Lease) judgeHandover(device string, s handoverState) (bool, error) {
+	if err := l.Err(); err != nil { // a state and l.done may be ready at once: loss wins
+		return true, fmt.Errorf("supervisor: hand-over of %s: %w", device, err)
+	}
 	f := s.Fence
 	switch {
 	case f == nil:

@@ -58,7 +58,9 @@ func (c *Client) Acquire(ctx context.Context, domain string, o AcquireOptions) (
 	}
 	switch resp.Code {
 	case lease.CodeGranted:
-		return c.newLease(domain, resp.Token, o.TTL, sent)
+		// The controller's TTL runs from after the grant, which came after
+		// the request waited resp.WaitedMs in its queue.
+		return c.newLease(domain, resp.Token, o.TTL, sent.Add(time.Duration(resp.WaitedMs)*time.Millisecond))
 	case lease.CodeHeld:
 		return nil, fmt.Errorf("%w: %s holds %s for %d ms more", ErrHeld, resp.Holder, domain, resp.ExpiresInMs)
 	}

@@ -24,8 +24,14 @@ const maxResends = 2
 //   - a garbled reply is logged and the request resent (same id) up to
 //     maxResends times; replies to other ids (late answers to timed-out
 //     commands) are logged and skipped;
-//   - ctx done (or the op's timeout) first → device_timeout; the port lost
-//     after sending → in_doubt.
+//   - the port did not take any of the request in time → device_timeout:
+//     nothing was sent;
+//   - ctx done (or the op's timeout) after bytes of the request were
+//     handed to the port, a partial write, or the port lost after sending
+//     → in_doubt. The unsent rest is discarded first (TCOFLUSH), so once
+//     Apply has answered, the frame can no longer reach the firmware; a
+//     prefix of it that did can never be completed into a valid frame,
+//     because the next request starts with serial.CutGuard.
 func (d *Device) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
 	op, ok := d.ops[cmd.Op]
 	if !ok {
@@ -42,10 +48,38 @@ func (d *Device) Apply(ctx context.Context, cmd devices.Command) (json.RawMessag
 	}
 	d.link.Flush()
 	lost := d.link.Lost()
-	if err := d.link.Send(ctx, frame); err != nil {
-		return nil, sendError(err)
+	wire := d.guarded(frame)
+	if n, err := d.link.Send(ctx, wire); err != nil {
+		return nil, d.sendFailed(frame, n, len(wire), err)
 	}
-	return d.await(ctx, cmd.ID, frame, lost)
+	d.cut = frame
+	out, err := d.await(ctx, cmd.ID, frame, lost)
+	if devices.CodeOf(err) == devices.CodeInDoubt {
+		d.link.DropOutput()
+	}
+	return out, err
+}
+
+// guarded returns frame, preceded by a guard byte if the frame sent before
+// it may have been cut short on the wire.
+func (d *Device) guarded(frame []byte) []byte {
+	if d.cut == nil {
+		return frame
+	}
+	return append([]byte{serial.CutGuard(d.cut)}, frame...)
+}
+
+// sendFailed maps a failed send of wire (n of size bytes taken). The frame
+// counts as cut if any of it may have gone out.
+func (d *Device) sendFailed(frame []byte, n, size int, err error) error {
+	if n > size-len(frame) {
+		d.cut = frame
+	}
+	if n > 0 {
+		return &devices.Error{Code: devices.CodeInDoubt, Err: err,
+			Message: fmt.Sprintf("the port took %d of the request's %d bytes before failing; it may have reached the device", n, size)}
+	}
+	return sendError(err)
 }
 
 // exchange is the state of one request waiting for its reply.
@@ -61,8 +95,8 @@ func (d *Device) await(ctx context.Context, id string, frame []byte, lost <-chan
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, &devices.Error{Code: devices.CodeDeviceTimeout, Err: context.Cause(ctx),
-				Message: fmt.Sprintf("no valid reply from the firmware (%d garbled frames received)", x.garbled)}
+			return nil, &devices.Error{Code: devices.CodeInDoubt, Err: context.Cause(ctx),
+				Message: fmt.Sprintf("no valid reply from the firmware (%d garbled frames received); the request was sent and may have been applied", x.garbled)}
 		case <-lost:
 			return nil, devices.Errorf(devices.CodeInDoubt, "port lost after the request was sent; it may have been applied")
 		case m := <-d.link.Recv():
@@ -87,6 +121,7 @@ func (d *Device) handle(ctx context.Context, x *exchange, m serial.Msg) (Reply, 
 		d.log.Warn("reply for another command skipped (late answer?)", "id", x.id, "reply_id", rep.ID)
 		return Reply{}, false
 	}
+	d.cut = nil
 	return rep, true
 }
 
@@ -102,7 +137,7 @@ func (d *Device) resend(ctx context.Context, x *exchange) {
 		return
 	}
 	x.resends++
-	if err := d.link.Send(ctx, x.frame); err != nil {
+	if _, err := d.link.Send(ctx, x.frame); err != nil {
 		d.log.Warn("resend failed", "id", x.id, "err", err)
 	}
 }

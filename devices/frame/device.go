@@ -35,6 +35,9 @@ type Device struct {
 	caps devices.Capabilities
 	link *serial.Link
 	log  *slog.Logger
+	// cut is the frame sent last if it may have been cut short on the
+	// wire (no reply came); nil once its reply arrived. Only Apply uses it.
+	cut []byte
 }
 
 // Open validates cfg and opens the port exclusively. A port held by
@@ -91,7 +94,8 @@ func request(cmd devices.Command) ([]byte, error) {
 	return serial.EncodeFrame(msg), nil
 }
 
-// sendError maps a failed send: nothing reached the device.
+// sendError maps a send that failed before the port took any byte:
+// nothing reached the device.
 func sendError(err error) error {
 	switch {
 	case errors.Is(err, serial.ErrWriteTimeout):

@@ -1,9 +1,12 @@
 package frame
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,43 +19,91 @@ import (
 
 // firmware is a scripted protocol v1 peer on the master side of a real
 // pseudo-terminal: answer turns each request into the bytes to write back.
+// A paused firmware reads nothing until resume.
 type firmware struct {
-	path string
-	reqs chan Request
+	path          string
+	reqs          chan Request
+	master, slave *os.File // the test keeps the slave open to fill the line
+	done          chan struct{}
+	resumed       bool // set by resume, on the test's goroutine
+
+	mu  sync.Mutex // guards raw
+	raw []byte     // every byte read from the master
 }
 
 func newFirmware(t *testing.T, answer func(Request) []byte) *firmware {
+	t.Helper()
+	fw := newPausedFirmware(t)
+	fw.resume(answer)
+	return fw
+}
+
+// newPausedFirmware is a firmware that reads nothing until resume.
+func newPausedFirmware(t *testing.T) *firmware {
 	t.Helper()
 	master, slave, err := pty.Open()
 	if err != nil {
 		t.Skipf("pseudo-terminals (/dev/ptmx) unavailable: %v", err)
 	}
-	fw := &firmware{path: slave.Name(), reqs: make(chan Request, 64)}
-	done := make(chan struct{})
+	fw := &firmware{path: slave.Name(), reqs: make(chan Request, 64), master: master, slave: slave, done: make(chan struct{})}
+	t.Cleanup(func() {
+		slave.Close()
+		master.Close()
+		if fw.resumed {
+			<-fw.done
+		}
+	})
+	return fw
+}
+
+// stall fills the line toward the firmware with more zero bytes (empty
+// frames) than the master's receive buffer holds, so that what the driver
+// writes next waits in the kernel's queue, as on a line whose CTS is low.
+func (fw *firmware) stall(t *testing.T) {
+	t.Helper()
+	if _, err := fw.slave.Write(make([]byte, 8<<10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resume starts reading and answering.
+func (fw *firmware) resume(answer func(Request) []byte) {
+	fw.resumed = true
 	go func() {
-		defer close(done)
+		defer close(fw.done)
 		dec := serial.NewFrameDecoder(MaxEncoded)
 		buf := make([]byte, 4096)
 		for {
-			n, err := master.Read(buf)
+			n, err := fw.master.Read(buf)
 			if err != nil {
 				return
 			}
+			fw.record(buf[:n])
 			dec.Feed(buf[:n], func(m serial.Msg) {
 				if req, err := ParseRequest(m.Data); m.Err == nil && err == nil {
 					fw.reqs <- req
-					master.Write(answer(req))
+					fw.master.Write(answer(req))
 				}
 			})
 		}
 	}()
-	t.Cleanup(func() {
-		slave.Close()
-		master.Close()
-		<-done
-	})
-	return fw
 }
+
+func (fw *firmware) record(b []byte) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.raw = append(fw.raw, b...)
+}
+
+// received returns every byte read from the line so far.
+func (fw *firmware) received() []byte {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return bytes.Clone(fw.raw)
+}
+
+// applyAll answers every request as applied.
+func applyAll(r Request) []byte { return reply(r, StatusApplied, "") }
 
 // reply encodes a framed reply to req.
 func reply(req Request, st Status, body string) []byte {

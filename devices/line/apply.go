@@ -39,7 +39,7 @@ func (d *Device) Apply(ctx context.Context, cmd devices.Command) (json.RawMessag
 	}
 	d.link.Flush()
 	lost := d.link.Lost()
-	if err := d.link.Send(ctx, []byte(req+d.term)); err != nil {
+	if _, err := d.link.Send(ctx, []byte(req+d.term)); err != nil {
 		return nil, sendError(err)
 	}
 	return d.await(ctx, op, lost)
