@@ -48,7 +48,7 @@ func benchAcceptLoad(b *testing.B, steady bool) {
 
 func benchAccept(b *testing.B, tokens *benchload.Tokens, devices int, steady bool) {
 	dir := b.TempDir()
-	if err := tokens.Grow(benchload.Share(b.N, devices, 0)); err != nil {
+	if err := tokens.Grow(devices, benchload.Share(b.N, devices, 0)); err != nil {
 		b.Fatal(err)
 	}
 	load, err := benchload.OpenAcceptLoad(filepath.Join(dir, "fence.db"), tokens, devices, steady)
@@ -75,7 +75,7 @@ func benchBoltLoad(b *testing.B, batch bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	value := benchload.RecordValue(tokens.At(0).Raw)
+	value := benchload.RecordValue(tokens.At(0, 0).Raw)
 	for _, n := range benchDevices {
 		b.Run(fmt.Sprintf("devices=%d", n), func(b *testing.B) { benchBolt(b, n, batch, value) })
 	}

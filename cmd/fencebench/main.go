@@ -120,25 +120,28 @@ func measure(ctx context.Context, dir string, devices int, d time.Duration, toke
 	if r.raw, err = benchload.RawFsync(ctx, dir, d); err != nil {
 		return r, err
 	}
-	if err := tokens.Grow(tokensNeeded(r.raw.Rate(), d)); err != nil {
+	if err := tokens.Grow(devices, tokensNeeded(r.raw.Rate(), d, devices)); err != nil {
 		return r, err
 	}
 	if err := measureAccept(ctx, &r, filepath.Join(dir, "accept.db"), tokens, d); err != nil {
 		return r, err
 	}
-	value := benchload.RecordValue(tokens.At(0).Raw)
+	value := benchload.RecordValue(tokens.At(0, 0).Raw)
 	r.updateEach, err = measureBolt(ctx, filepath.Join(dir, "update-each.db"), devices, d, value)
 	return r, err
 }
 
-// maxTokens caps the pre-signed pool (about a second of signing).
+// maxTokens caps the pre-signed pool, over all devices (about a second of
+// signing). Each device is its own domain; a device that uses up its share
+// goes on with its last token (accepted, no raise: the table shows raises).
 const maxTokens = 1 << 16
 
 // tokensNeeded bounds the operations one device can do in d: each waits for
 // at least one commit, and a commit for at least one fdatasync, so no device
 // outruns the raw fsync rate; 1.5 is a margin for the noise between runs.
-func tokensNeeded(rawRate float64, d time.Duration) int {
-	return min(int(1.5*rawRate*d.Seconds())+1000, maxTokens)
+// The pool's cap is shared by the devices.
+func tokensNeeded(rawRate float64, d time.Duration, devices int) int {
+	return max(1, min(int(1.5*rawRate*d.Seconds())+1000, maxTokens/devices))
 }
 
 // measureAccept runs the durable Accept workload on a new store file at

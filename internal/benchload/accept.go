@@ -24,9 +24,10 @@ type AcceptLoad struct {
 
 // OpenAcceptLoad opens (creating) the store file at path with default
 // options and returns the workload for devices devices on it. With steady,
-// every command carries tokens.At(0), one lease as between lease changes;
-// otherwise device's i-th command carries tokens.At(i) and raises the fence
-// while the pool lasts (Grow it to the operations per device first).
+// every command carries tokens.At(dev, 0), one lease as between lease
+// changes; otherwise device's i-th command carries tokens.At(dev, i) and
+// raises its domain's fence while the pool lasts (Grow it for the devices
+// and the operations per device first).
 func OpenAcceptLoad(path string, tokens *Tokens, devices int, steady bool) (*AcceptLoad, error) {
 	if devices < 1 {
 		return nil, fmt.Errorf("%w: devices %d", ErrInvalid, devices)
@@ -51,9 +52,9 @@ func (l *AcceptLoad) onCommit(ops int, _ time.Duration) {
 // Op is an Op: it accepts command CommandID(i) of device DeviceID(dev) and
 // fails with ErrOutcome unless the answer is Accepted.
 func (l *AcceptLoad) Op(ctx context.Context, dev, i int) error {
-	tok := l.tokens.At(0)
+	tok := l.tokens.At(dev, 0)
 	if !l.steady {
-		tok = l.tokens.At(i)
+		tok = l.tokens.At(dev, i)
 	}
 	d, err := l.store.Accept(ctx, persist.Command{Device: l.devices[dev], ID: CommandID(i), Token: tok})
 	if err != nil {

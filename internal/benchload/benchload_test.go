@@ -31,7 +31,7 @@ func TestAcceptLoadIsDurable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tokens := mustTokens(t, perDevice)
+			tokens := mustTokens(t, devices, perDevice)
 			path := filepath.Join(t.TempDir(), "fence.db")
 			load, err := OpenAcceptLoad(path, tokens, devices, tc.steady)
 			if err != nil {
@@ -51,7 +51,7 @@ func TestAcceptLoadIsDurable(t *testing.T) {
 			if err := load.Close(); err != nil {
 				t.Fatal(err)
 			}
-			checkReopened(t, path, devices, perDevice, tokens.At(int(tc.wantSeq)-1).Raw)
+			checkReopened(t, path, devices, perDevice, func(dev int) string { return tokens.At(dev, int(tc.wantSeq)-1).Raw })
 		})
 	}
 }
@@ -59,7 +59,7 @@ func TestAcceptLoadIsDurable(t *testing.T) {
 // checkReopened opens the store file at path again and checks that every
 // device's fence is the token wantFence and its journal holds its commands
 // cmd-0..perDevice-1 in order, in doubt (accepted, never completed).
-func checkReopened(t *testing.T, path string, devices, perDevice int, wantFence string) {
+func checkReopened(t *testing.T, path string, devices, perDevice int, wantFence func(dev int) string) {
 	t.Helper()
 	s, err := persist.Open(path, persist.Options{})
 	if err != nil {
@@ -74,8 +74,8 @@ func checkReopened(t *testing.T, path string, devices, perDevice int, wantFence 
 		t.Fatal(err)
 	}
 	for dev := range devices {
-		if got := fences[DeviceID(dev)].Token.Raw; got != wantFence {
-			t.Errorf("%s fence %q, want %q", DeviceID(dev), got, wantFence)
+		if got := fences[DeviceID(dev)].Token.Raw; got != wantFence(dev) {
+			t.Errorf("%s fence %q, want %q", DeviceID(dev), got, wantFence(dev))
 		}
 		checkJournal(t, s, DeviceID(dev), perDevice)
 	}
@@ -252,24 +252,24 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestTokensAdvanceAndClamp(t *testing.T) {
-	p := mustTokens(t, 3)
+	p := mustTokens(t, 2, 3)
 	for i := range 3 {
-		if got := p.At(i); got.Seq != uint64(i+1) || got.Raw == "" {
-			t.Fatalf("At(%d) = %v raw %q", i, got, got.Raw)
+		if got := p.At(1, i); got.Seq != uint64(i+1) || got.Raw == "" || got.Domain != TokenDomain(1) {
+			t.Fatalf("At(1, %d) = %v raw %q", i, got, got.Raw)
 		}
 	}
-	if got := p.At(10); got.Raw != p.At(2).Raw {
+	if got := p.At(1, 10); got.Raw != p.At(1, 2).Raw {
 		t.Fatalf("At past the end = %v, want the last token", got)
 	}
 }
 
-func mustTokens(t *testing.T, n int) *Tokens {
+func mustTokens(t *testing.T, devices, n int) *Tokens {
 	t.Helper()
 	p, err := NewTokens()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Grow(n); err != nil {
+	if err := p.Grow(devices, n); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -8,26 +8,30 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-// The lease the pool's tokens name: epoch TokenEpoch of domain TokenDomain,
-// held by TokenHolder; token i has seq i+1.
+// The leases the pool's tokens name: epoch TokenEpoch of domain
+// TokenDomain(dev) for device dev, held by TokenHolder; token i has seq i+1.
 const (
-	TokenDomain = "bench"
 	TokenHolder = "bench-ctl"
 	TokenEpoch  = 1
 )
 
-// Tokens is a pool of signed tokens at advancing positions of one domain:
-// At(i) has seq i+1. Devices' fences are independent, so every device walks
-// the same pool. Signing happens in Grow, outside any measurement.
+// TokenDomain is device dev's fencing domain: each device is a domain of
+// its own, as devices are by default, so devices' fences are independent.
+func TokenDomain(dev int) string { return "bench-" + DeviceID(dev) }
+
+// Tokens is a pool of signed tokens at advancing positions, per device:
+// At(dev, i) has seq i+1 in TokenDomain(dev). Signing happens in Grow,
+// outside any measurement.
 //
 // Grow must not run concurrently with other methods; Len and At are safe
 // for concurrent use between Grows.
 type Tokens struct {
 	signer *fence.Signer
-	toks   []fence.Token
+	toks   [][]fence.Token // by device
 }
 
-// NewTokens returns a pool of one token, signed with a fixed test key.
+// NewTokens returns a pool of one token for device 0, signed with a fixed
+// test key.
 func NewTokens() (*Tokens, error) {
 	seed := make([]byte, ed25519.SeedSize)
 	for i := range seed {
@@ -38,26 +42,42 @@ func NewTokens() (*Tokens, error) {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
 	p := &Tokens{signer: s}
-	return p, p.Grow(1)
+	return p, p.Grow(1, 1)
 }
 
-// Grow signs tokens until the pool holds at least n.
-func (p *Tokens) Grow(n int) error {
-	p.toks = slices.Grow(p.toks, max(n-len(p.toks), 0))
-	for len(p.toks) < n {
-		seq := uint64(len(p.toks)) + 1
-		tok, err := p.signer.Sign(fence.Token{Domain: TokenDomain, Epoch: TokenEpoch, Seq: seq,
-			Holder: TokenHolder, IssuedAt: 1767225600000 + int64(seq), TTLms: 10000})
-		if err != nil {
-			return fmt.Errorf("tokens: %w", err)
+// Grow signs tokens until each of devices devices has at least n.
+func (p *Tokens) Grow(devices, n int) error {
+	for len(p.toks) < devices {
+		p.toks = append(p.toks, nil)
+	}
+	for dev := range devices {
+		if err := p.grow(dev, n); err != nil {
+			return err
 		}
-		p.toks = append(p.toks, tok)
 	}
 	return nil
 }
 
-// Len returns the number of tokens in the pool.
-func (p *Tokens) Len() int { return len(p.toks) }
+func (p *Tokens) grow(dev, n int) error {
+	toks := slices.Grow(p.toks[dev], max(n-len(p.toks[dev]), 0))
+	for len(toks) < n {
+		seq := uint64(len(toks)) + 1
+		tok, err := p.signer.Sign(fence.Token{Domain: TokenDomain(dev), Epoch: TokenEpoch, Seq: seq,
+			Holder: TokenHolder, IssuedAt: 1767225600000 + int64(seq), TTLms: 10000})
+		if err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+		toks = append(toks, tok)
+	}
+	p.toks[dev] = toks
+	return nil
+}
 
-// At returns token i (seq i+1), or the last token if i >= Len.
-func (p *Tokens) At(i int) fence.Token { return p.toks[min(i, len(p.toks)-1)] }
+// Len returns the number of tokens of device dev.
+func (p *Tokens) Len(dev int) int { return len(p.toks[dev]) }
+
+// At returns device dev's token i (seq i+1), or its last token if i >= Len.
+func (p *Tokens) At(dev, i int) fence.Token {
+	toks := p.toks[dev]
+	return toks[min(i, len(toks)-1)]
+}
