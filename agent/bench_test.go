@@ -132,6 +132,7 @@ func benchCommands(b *testing.B, devices int, advancing bool) {
 	h := newHarness(b, ids...)
 	for i := range h.cfg.Devices {
 		h.cfg.Devices[i].Settings = simSettings(b, "latency: 0s") // no apply log: measure the agent
+		h.cfg.Devices[i].Domain = benchDomain(i)                  // each device a domain, as by default
 	}
 	h.start()
 	clients := benchClients(b, h.broker.URL(), devices)
@@ -220,9 +221,13 @@ func split(total, n int) []int {
 	return counts
 }
 
+// benchDomain is bench device dev's fencing domain.
+func benchDomain(dev int) string { return fmt.Sprintf("plant-%03d", dev) }
+
 // benchTokens signs, per device, one token per command (advancing: seq
-// 1, 2, …) or a single one (steady). Each device has its own holder, so no
-// two devices share a token and its cached verification.
+// 1, 2, …) or a single one (steady), in the device's own domain. Each
+// device has its own holder, so no two devices share a token and its
+// cached verification.
 func benchTokens(tb testing.TB, s *fence.Signer, counts []int, advancing bool) [][]string {
 	out := make([][]string, len(counts))
 	for dev, n := range counts {
@@ -231,7 +236,7 @@ func benchTokens(tb testing.TB, s *fence.Signer, counts []int, advancing bool) [
 		}
 		out[dev] = make([]string, n)
 		for k := range n {
-			tok, err := s.Sign(fence.Token{Domain: "plant", Epoch: 1, Seq: uint64(k + 1), Holder: fmt.Sprintf("h%d", dev),
+			tok, err := s.Sign(fence.Token{Domain: benchDomain(dev), Epoch: 1, Seq: uint64(k + 1), Holder: fmt.Sprintf("h%d", dev),
 				IssuedAt: int64(k + 1), TTLms: 60000})
 			if err != nil {
 				tb.Fatal(err)
