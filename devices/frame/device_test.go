@@ -43,7 +43,7 @@ func TestApplyOutcomes(t *testing.T) {
 		{"noise", "", "", ""},
 		{"late", "", `{"n":1}`, ""},
 		{"raw", "", `{"raw":"not json"}`, ""},
-		{"silent", devices.CodeDeviceTimeout, "", "no valid reply"},
+		{"silent", devices.CodeInDoubt, "", "no valid reply"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
@@ -63,6 +64,22 @@ func (fw *firmware) stall(t *testing.T) {
 	t.Helper()
 	if _, err := fw.slave.Write(make([]byte, 8<<10)); err != nil {
 		t.Fatal(err)
+	}
+	// The kernel moves the bytes into the master's receive buffer in the
+	// background; until it has, a flush could discard the filler instead.
+	last, same := -1, 0
+	for end := time.Now().Add(10 * time.Second); same < 5; time.Sleep(5 * time.Millisecond) {
+		n, err := unix.IoctlGetInt(int(fw.master.Fd()), unix.TIOCINQ)
+		switch {
+		case err != nil:
+			t.Skipf("cannot watch the pseudo-terminal's receive buffer (TIOCINQ): %v", err)
+		case time.Now().After(end):
+			t.Fatalf("the master's receive buffer did not settle (%d bytes)", n)
+		case n > 0 && n == last:
+			same++
+		default:
+			last, same = n, 0
+		}
 	}
 }
 

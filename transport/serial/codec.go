@@ -41,6 +41,28 @@ func EncodeFrame(payload []byte) []byte {
 	return append(out, 0)
 }
 
+// CutGuard returns the byte to send ahead of the next frame when the frame
+// sent last (f, as EncodeFrame returned it) may have been cut short on the
+// wire — a timeout or a partial write, after which the unsent rest was
+// discarded. Whatever prefix of f reached the receiver, that prefix, this
+// byte and the next frame's leading 0x00 never make a valid frame: a prefix
+// of the COBS data plus one byte is an encoding of f's payload and CRC only
+// if the byte equals one of f's last two COBS bytes (CutGuard picks one of
+// 0x01..0x03 that does not), and any other result is a strict prefix of a
+// message, a message with a trailing byte, or a CRC that differs in one
+// byte — refused by a receiver that checks COBS, CRC-32C and the message's
+// lengths. With no cut prefix the byte is a frame too short for a CRC,
+// which the receiver drops.
+func CutGuard(f []byte) byte {
+	body := bytes.Trim(f, "\x00")
+	tail := body[max(0, len(body)-2):]
+	g := byte(1)
+	for bytes.IndexByte(tail, g) >= 0 {
+		g++
+	}
+	return g
+}
+
 // DecodeFrame decodes the bytes between two delimiters: COBS, then the
 // trailing CRC-32C. Errors wrap ErrBadFrame.
 func DecodeFrame(raw []byte) ([]byte, error) {

@@ -170,3 +170,49 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// TestCutGuard: for frames whose COBS data ends in each possible way
+// (a short block, an empty block, a full block then the empty one), no
+// proper prefix of the frame, the guard and a following frame decode to
+// the first frame's payload.
+func TestCutGuard(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload []byte
+	}{
+		{"short", []byte("hello")},
+		{"zero at the end", []byte{'a', 0}},
+		{"ends in 01 02", []byte{0x01, 0x02}},
+		{"full block at the end", fullBlockPayload(t)},
+	}
+	next := EncodeFrame([]byte("next"))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := EncodeFrame(tt.payload)
+			for k := 1; k < len(f); k++ {
+				in := append(append(bytes.Clone(f[:k]), CutGuard(f)), next...)
+				NewFrameDecoder(4096).Feed(in, func(m Msg) {
+					if m.Err == nil && bytes.Equal(m.Data, tt.payload) {
+						t.Errorf("a cut after %d of %d bytes was completed by the guard %#02x", k, len(f), CutGuard(f))
+					}
+				})
+			}
+		})
+	}
+}
+
+// fullBlockPayload finds a payload whose frame's COBS data ends in a full
+// block of 254 bytes followed by the empty block 0x01.
+func fullBlockPayload(t *testing.T) []byte {
+	for n := 250; n < 254; n++ {
+		for seed := byte(1); seed < 255; seed++ {
+			p := bytes.Repeat([]byte{seed}, n)
+			f := EncodeFrame(p)
+			if len(f) == 1+1+254+1+1 && f[1] == 0xFF && f[len(f)-2] == 0x01 {
+				return p
+			}
+		}
+	}
+	t.Skip("no payload ending in a full COBS block found")
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // newPTY opens a pseudo-terminal and returns its master and the path of
@@ -23,6 +24,24 @@ func newPTY(t *testing.T) (*os.File, string) {
 	slave.Close()
 	t.Cleanup(func() { master.Close() })
 	return master, path
+}
+
+// pollable returns a non-blocking duplicate of f, registered with Go's
+// poller so that read deadlines work (pty.Open leaves the master in
+// blocking mode, where they do not). It is closed at cleanup.
+func pollable(t *testing.T, f *os.File) *os.File {
+	t.Helper()
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	p := os.NewFile(uintptr(fd), f.Name())
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // link returns a symlink in a temp dir pointing at target, standing in for

@@ -103,37 +103,60 @@ func (l *Link) OnAvailability(handler func(available bool, reason string)) {
 
 // Send writes b, giving up at ctx's deadline or after the write timeout,
 // whichever is first. Errors wrap ErrUnavailable (no port: b was not sent),
-// ErrWriteTimeout or ErrClosed. A failed write marks the port lost.
-func (l *Link) Send(ctx context.Context, b []byte) error {
+// ErrWriteTimeout or ErrClosed. It returns how many bytes of b the kernel
+// took, also on failure: when that is more than zero the device may have
+// received them. After a write timeout the unsent rest is discarded
+// (DropOutput), so it cannot reach the device later; another failed write
+// marks the port lost.
+func (l *Link) Send(ctx context.Context, b []byte) (int, error) {
 	l.mu.Lock()
 	p, reason, closed := l.port, l.reason, l.closed
 	l.mu.Unlock()
 	switch {
 	case closed:
-		return ErrClosed
+		return 0, ErrClosed
 	case p == nil:
-		return fmt.Errorf("%w: %s", ErrUnavailable, reason)
+		return 0, fmt.Errorf("%w: %s", ErrUnavailable, reason)
 	}
 	deadline := time.Now().Add(l.cfg.WriteTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	err := p.Write(b, deadline)
-	if err != nil && !errors.Is(err, ErrWriteTimeout) {
+	n, err := p.Write(b, deadline)
+	switch {
+	case errors.Is(err, ErrWriteTimeout):
+		p.ResetOutput() // best effort: a failed port shows in the reader
+	case err != nil:
 		l.lose(p, err)
 	}
-	return err
+	return n, err
 }
 
-// Flush discards input received and not yet taken: the kernel's buffer, a
-// partial message in the decoder and decoded messages waiting in Recv. Call
-// it before sending a request so that stale bytes cannot answer it.
+// DropOutput discards what was sent but not yet transmitted (TCOFLUSH), so
+// that a request the driver gave up on cannot reach the device later.
+// Bytes already on the wire, or in a UART's hardware FIFO its kernel driver
+// does not flush, may still arrive.
+func (l *Link) DropOutput() {
+	l.mu.Lock()
+	p := l.port
+	l.mu.Unlock()
+	if p != nil {
+		p.ResetOutput() // best effort: a failed port shows in the reader
+	}
+}
+
+// Flush discards output not yet transmitted (as DropOutput) and input
+// received and not yet taken: the kernel's buffer, a partial message in the
+// decoder and decoded messages waiting in Recv. Call it before sending a
+// request so that stale bytes cannot answer it and nothing older goes out
+// ahead of it.
 func (l *Link) Flush() {
 	l.mu.Lock()
 	p := l.port
 	l.mu.Unlock()
 	if p != nil {
-		p.ResetInput() // best effort: a failed port shows in the reader
+		p.ResetOutput() // best effort: a failed port shows in the reader
+		p.ResetInput()
 	}
 	l.decMu.Lock()
 	defer l.decMu.Unlock()

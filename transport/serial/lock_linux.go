@@ -115,24 +115,26 @@ func unlockNode(fd int) error {
 	return errors.Join(uerr, unix.Close(fd))
 }
 
-// writeNB writes b to the non-blocking fd, waiting for room until deadline.
-func writeNB(fd int, b []byte, deadline time.Time) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
+// writeNB writes b to the non-blocking fd, waiting for room until
+// deadline. It returns how many bytes the kernel took, also on failure.
+func writeNB(fd int, b []byte, deadline time.Time) (int, error) {
+	written := 0
+	for written < len(b) {
+		n, err := unix.Write(fd, b[written:])
 		if n > 0 {
-			b = b[n:]
+			written += n
 		}
 		switch {
 		case err == nil && n > 0, errors.Is(err, unix.EINTR):
 		case err == nil, errors.Is(err, unix.EAGAIN):
 			if err := waitWritable(fd, deadline); err != nil {
-				return err
+				return written, err
 			}
 		default:
-			return err
+			return written, err
 		}
 	}
-	return nil
+	return written, nil
 }
 
 // waitWritable polls fd for room to write until deadline.

@@ -86,25 +86,36 @@ func (p *Port) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// Write writes all of b or fails: with an error wrapping ErrWriteTimeout if
-// the port did not take it before deadline, ErrClosed after Close.
-func (p *Port) Write(b []byte, deadline time.Time) error {
+// Write hands all of b to the kernel or fails: with an error wrapping
+// ErrWriteTimeout if the port did not take it before deadline, ErrClosed
+// after Close. It returns how many bytes the kernel took, also on failure:
+// those may reach the device (ResetOutput discards the ones not yet sent).
+func (p *Port) Write(b []byte, deadline time.Time) (int, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
-	if err := writeNB(p.node, b, deadline); err != nil {
-		return fmt.Errorf("serial: write %s: %w", p.path, err)
+	n, err := writeNB(p.node, b, deadline)
+	if err != nil {
+		return n, fmt.Errorf("serial: write %s: %w", p.path, err)
 	}
-	return nil
+	return n, nil
 }
 
 // ResetInput discards what the kernel has received but nobody read yet.
 func (p *Port) ResetInput() error { return p.sp.ResetInputBuffer() }
 
+// ResetOutput discards what the kernel holds to transmit (TCOFLUSH): after
+// it returns, none of it leaves the port. Bytes already on the wire, or in
+// a UART's hardware FIFO that its driver does not flush, may still arrive.
+func (p *Port) ResetOutput() error { return p.sp.ResetOutputBuffer() }
+
 // Close releases the port: exclusive mode, the flock and both descriptors.
+// It first discards unsent output, so that closing (which would otherwise
+// wait for the queue to drain) delivers nothing late.
 func (p *Port) Close() error {
+	p.sp.ResetOutputBuffer() // best effort: the port may be gone
 	err := p.sp.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()

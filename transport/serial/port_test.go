@@ -145,19 +145,54 @@ func copyForNobody(t *testing.T) string {
 func TestWriteHonoursDeadline(t *testing.T) {
 	_, path := newPTY(t) // nobody reads the master: the buffer fills
 	l := mustDial(t, testConfig(path), NewLineDecoder(64))
-	err := l.Send(ctxTimeout(t, 200*time.Millisecond), make([]byte, 4<<20))
+	n, err := l.Send(ctxTimeout(t, 200*time.Millisecond), make([]byte, 4<<20))
 	if !errors.Is(err, ErrWriteTimeout) {
 		t.Fatalf("Send to a full port = %v, want ErrWriteTimeout", err)
+	}
+	if n <= 0 || n >= 4<<20 {
+		t.Fatalf("Send reported %d bytes taken, want the part the kernel took", n)
 	}
 	if ok, _ := l.Available(); !ok {
 		t.Fatal("a write timeout must not mark the port lost")
 	}
 }
 
+// TestWriteTimeoutDropsUnsentRest: of a write that timed out on a
+// stalled line, the part still queued in the kernel is discarded, so the
+// device receives less than the kernel had taken.
+func TestWriteTimeoutDropsUnsentRest(t *testing.T) {
+	master, path := newPTY(t)
+	l := mustDial(t, testConfig(path), NewLineDecoder(64))
+	n, err := l.Send(ctxTimeout(t, 200*time.Millisecond), make([]byte, 4<<20))
+	if !errors.Is(err, ErrWriteTimeout) {
+		t.Fatalf("Send = %v, want ErrWriteTimeout", err)
+	}
+	if got := readUntilQuiet(t, master, time.Second); got >= n {
+		t.Fatalf("the line delivered %d bytes after the timeout, all %d the kernel took", got, n)
+	}
+}
+
+// readUntilQuiet reads f until nothing arrives for quiet and returns how
+// many bytes it read.
+func readUntilQuiet(t *testing.T, master *os.File, quiet time.Duration) int {
+	t.Helper()
+	f := pollable(t, master)
+	buf := make([]byte, 64<<10)
+	total := 0
+	for {
+		f.SetReadDeadline(time.Now().Add(quiet))
+		n, err := f.Read(buf)
+		total += n
+		if err != nil {
+			return total
+		}
+	}
+}
+
 func TestLinkRoundTripAndGarbage(t *testing.T) {
 	master, path := newPTY(t)
 	l := mustDial(t, testConfig(path), NewLineDecoder(64))
-	if err := l.Send(ctxTimeout(t, time.Second), []byte("*IDN?\n")); err != nil {
+	if _, err := l.Send(ctxTimeout(t, time.Second), []byte("*IDN?\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(readN(t, master, 6)); got != "*IDN?\n" {
@@ -220,14 +255,14 @@ func TestUnplugReportsAndReopens(t *testing.T) {
 	default:
 		t.Fatal("Lost() channel not closed after unplug")
 	}
-	err := l.Send(ctxTimeout(t, time.Second), []byte("x\n"))
+	_, err := l.Send(ctxTimeout(t, time.Second), []byte("x\n"))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Send while unplugged = %v, want ErrUnavailable", err)
 	}
 	master2, path2 := newPTY(t)
 	repoint(t, by, path2) // plugged in again, under a new node
 	expectEvent(t, events, true)
-	if err := l.Send(ctxTimeout(t, time.Second), []byte("x\n")); err != nil {
+	if _, err := l.Send(ctxTimeout(t, time.Second), []byte("x\n")); err != nil {
 		t.Fatalf("Send after reopen: %v", err)
 	}
 	if got := string(readN(t, master2, 2)); got != "x\n" {

@@ -132,7 +132,7 @@ func (w *portWire) Read(b []byte) (int, error) {
 }
 
 func (w *portWire) Write(b []byte) (int, error) {
-	if err := w.p.Write(b, time.Now().Add(2*time.Second)); err != nil {
+	if _, err := w.p.Write(b, time.Now().Add(2*time.Second)); err != nil {
 		return 0, err
 	}
 	return len(b), nil
