@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/transport/serial"
@@ -13,12 +14,20 @@ import (
 //
 //   - an undeclared op → unknown_op; args that fail their declarations or
 //     a request that renders badly → device_error, nothing sent;
-//   - no port → device_unavailable, nothing sent;
+//   - no port, or the port took none of the request in time →
+//     device_unavailable / device_timeout, nothing sent;
+//   - after a command that got no reply, the line must first stay silent
+//     for the settle period (late replies are drained); if it does not
+//     before ctx is done → device_timeout, nothing sent;
 //   - a line matching the error pattern → device_error with the device's
 //     message; the success pattern → output (named groups and "reply");
+//     right after a command that got no reply, a second matching line
+//     within the settle period makes the answer unattributable → in_doubt;
 //   - other lines and garbage are logged and skipped;
-//   - ctx done (or the op's timeout) first → device_timeout, saying what
-//     was skipped; the port lost after sending → in_doubt.
+//   - ctx done (or the op's timeout) after the request was handed to the
+//     port, a partial write, or the port lost after sending → in_doubt; the
+//     unsent rest is discarded first (TCOFLUSH), so once Apply has
+//     answered the request can no longer reach the device.
 func (d *Device) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage, error) {
 	op, ok := d.ops[cmd.Op]
 	if !ok {
@@ -37,12 +46,86 @@ func (d *Device) Apply(ctx context.Context, cmd devices.Command) (json.RawMessag
 		ctx, cancel = context.WithTimeout(ctx, op.Timeout)
 		defer cancel()
 	}
+	return d.exchange(ctx, op, []byte(req+d.term))
+}
+
+// exchange settles the line if needed, sends req and waits for its reply.
+func (d *Device) exchange(ctx context.Context, op opSpec, req []byte) (json.RawMessage, error) {
+	linger := d.suspect
+	if linger {
+		if err := d.settle(ctx); err != nil {
+			return nil, err
+		}
+	}
 	d.link.Flush()
 	lost := d.link.Lost()
-	if _, err := d.link.Send(ctx, []byte(req+d.term)); err != nil {
-		return nil, sendError(err)
+	if n, err := d.link.Send(ctx, req); err != nil {
+		return nil, d.sendFailed(n, len(req), err)
 	}
-	return d.await(ctx, op, lost)
+	d.suspect = true // until its reply arrives
+	out, err := d.await(ctx, op, lost)
+	if devices.CodeOf(err) == devices.CodeInDoubt {
+		d.link.DropOutput()
+		return nil, err
+	}
+	d.suspect = false
+	if linger {
+		return d.attribute(ctx, op, out, err)
+	}
+	return out, err
+}
+
+// sendFailed maps a failed send of size bytes of which the port took n.
+func (d *Device) sendFailed(n, size int, err error) error {
+	if n == 0 {
+		return sendError(err)
+	}
+	d.suspect = true
+	return &devices.Error{Code: devices.CodeInDoubt, Err: err,
+		Message: fmt.Sprintf("the port took %d of the request's %d bytes before failing; it may have reached the device", n, size)}
+}
+
+// settle waits until nothing has arrived for the settle period, discarding
+// what does: late replies to the command that got none.
+func (d *Device) settle(ctx context.Context) error {
+	t := time.NewTimer(d.settleFor)
+	defer t.Stop()
+	drained := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return &devices.Error{Code: devices.CodeDeviceTimeout, Err: context.Cause(ctx),
+				Message: fmt.Sprintf("the device did not fall silent after a command without a reply (%d lines drained); nothing was sent", drained)}
+		case m := <-d.link.Recv():
+			drained++
+			d.log.Warn("late input from device discarded", "bytes", fmt.Sprintf("%q", serial.Truncate(m.Data, 64)))
+			t.Reset(d.settleFor)
+		case <-t.C:
+			return nil
+		}
+	}
+}
+
+// attribute keeps listening for the settle period after a reply that came
+// right after a command without one: a second reply line means one of the
+// two was the late answer, and this command's outcome is unknown.
+func (d *Device) attribute(ctx context.Context, op opSpec, out json.RawMessage, err error) (json.RawMessage, error) {
+	t := time.NewTimer(d.settleFor)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-t.C:
+			return out, err
+		case m := <-d.link.Recv():
+			if kind, _, _ := op.match.match(string(m.Data)); m.Err == nil && kind != Other {
+				d.suspect = true
+				return nil, devices.Errorf(devices.CodeInDoubt,
+					"two replies after a command that got none (%q last); cannot tell which answers this one", serial.Truncate(m.Data, 64))
+			}
+		}
+	}
 }
 
 // skipped records what arrived that was not the reply.
@@ -63,8 +146,8 @@ func (d *Device) await(ctx context.Context, op opSpec, lost <-chan struct{}) (js
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, &devices.Error{Code: devices.CodeDeviceTimeout, Err: context.Cause(ctx),
-				Message: "no reply matched: " + sk.String()}
+			return nil, &devices.Error{Code: devices.CodeInDoubt, Err: context.Cause(ctx),
+				Message: "no reply matched (" + sk.String() + "); the request was sent and may have been applied"}
 		case <-lost:
 			return nil, devices.Errorf(devices.CodeInDoubt, "port lost after the request was sent; it may have been applied")
 		case m := <-d.link.Recv():

@@ -12,6 +12,9 @@ import (
 const (
 	DefaultTerminator = "\n"
 	DefaultMaxLine    = 256
+	// DefaultSettle is how long the line must stay silent, after a command
+	// got no reply, before the next request is sent.
+	DefaultSettle = 200 * time.Millisecond
 	// DefaultStringPattern is what a string arg must match when its
 	// declaration has no pattern: one word of safe ASCII.
 	DefaultStringPattern = `^[A-Za-z0-9._:+-]{1,64}$`
@@ -26,6 +29,12 @@ type Config struct {
 	Terminator string `yaml:"terminator"`
 	// MaxLine bounds a request or reply line in bytes. Default 256.
 	MaxLine int `yaml:"max_line"`
+	// Settle: after a command got no reply in time (in_doubt), the next
+	// request waits until the device has sent nothing for this long (what
+	// arrives meanwhile is discarded), and its reply is only taken if no
+	// second reply follows within this long. Default 200ms; set it above
+	// the device's slowest answer.
+	Settle time.Duration `yaml:"settle"`
 	// Ops are the device's operations; at least one.
 	Ops []OpConfig `yaml:"ops"`
 }
@@ -84,6 +93,8 @@ func (c Config) validatePort() error {
 	switch {
 	case c.Terminator != "" && c.Terminator != "\n" && c.Terminator != "\r\n" && c.Terminator != "\r":
 		return &serial.ConfigError{Key: "terminator", Value: fmt.Sprintf("%q", c.Terminator), Reason: `must be "\n", "\r\n" or "\r"`}
+	case c.Settle < 0:
+		return &serial.ConfigError{Key: "settle", Value: c.Settle, Reason: "must be ≥ 0"}
 	case c.MaxLine < 0 || c.MaxLine > 64<<10:
 		return &serial.ConfigError{Key: "max_line", Value: c.MaxLine, Reason: "must be in 1..65536"}
 	case len(c.Ops) == 0:

@@ -1,10 +1,12 @@
 package line
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"time"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/transport/serial"
@@ -36,6 +38,11 @@ type Device struct {
 	caps    devices.Capabilities
 	link    *serial.Link
 	log     *slog.Logger
+	// settleFor is Config.Settle with its default.
+	settleFor time.Duration
+	// suspect: the last command got no attributable reply, so a late one
+	// may still come. Only Apply uses it.
+	suspect bool
 }
 
 // Open validates cfg and opens the port exclusively. A port held by
@@ -57,6 +64,7 @@ func Open(device string, cfg Config, log *slog.Logger) (*Device, error) {
 	if d.maxLine == 0 {
 		d.maxLine = DefaultMaxLine
 	}
+	d.settleFor = cmp.Or(cfg.Settle, DefaultSettle)
 	for name, op := range ops {
 		d.caps.Ops[name] = devices.Op{Idempotent: op.Idempotent}
 	}
@@ -82,7 +90,8 @@ func (d *Device) OnAvailability(handler func(available bool, reason string)) {
 // Close closes the port. Safe to call more than once.
 func (d *Device) Close() error { return d.link.Close() }
 
-// sendError maps a failed send: nothing reached the device.
+// sendError maps a send that failed before the port took any byte:
+// nothing reached the device.
 func sendError(err error) error {
 	if errors.Is(err, serial.ErrWriteTimeout) {
 		return &devices.Error{Code: devices.CodeDeviceTimeout, Message: "the port did not take the request in time", Err: err}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -28,6 +29,17 @@ type instrument struct {
 
 func newInstrument(t *testing.T, replies map[string]string) *instrument {
 	t.Helper()
+	return newScriptedInstrument(t, func(l string, w io.Writer) {
+		if r, ok := replies[l]; ok {
+			w.Write([]byte(r))
+		}
+	})
+}
+
+// newScriptedInstrument is an instrument that calls script for each
+// request line, on its reading goroutine, to write the replies.
+func newScriptedInstrument(t *testing.T, script func(line string, w io.Writer)) *instrument {
+	t.Helper()
 	master, slave, err := pty.Open()
 	if err != nil {
 		t.Skipf("pseudo-terminals (/dev/ptmx) unavailable: %v", err)
@@ -40,9 +52,7 @@ func newInstrument(t *testing.T, replies map[string]string) *instrument {
 		for sc.Scan() {
 			l := strings.TrimRight(sc.Text(), "\r")
 			in.lines <- l
-			if r, ok := replies[l]; ok {
-				master.Write([]byte(r))
-			}
+			script(l, master)
 		}
 	}()
 	t.Cleanup(func() {

@@ -50,7 +50,7 @@ func TestApplyOutcomes(t *testing.T) {
 		{"get groups", "get", `{"ch":1}`, "GET? 1", "", `{"ch":"1","reply":"VAL 1 on","value":"on"}`, ""},
 		{"device error", "set", `{"ch":2,"value":"jam"}`, "SET 2 jam", devices.CodeDeviceError, "", "relay 2 jammed"},
 		{"skips noise", "set", `{"ch":3,"value":"late"}`, "SET 3 late", "", `{"reply":"OK"}`, ""},
-		{"timeout", "set", `{"ch":4,"value":"x"}`, "SET 4 x", devices.CodeDeviceTimeout, "", "nothing arrived"},
+		{"timeout", "set", `{"ch":4,"value":"x"}`, "SET 4 x", devices.CodeInDoubt, "", "nothing arrived"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
