@@ -1,14 +1,19 @@
 package persist
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fencegate/fencegate/internal/groupcommit"
+)
 
 // Errors returned by the store; test with errors.Is.
 var (
 	// ErrFailed: a commit failed earlier; the store accepts nothing more and
 	// must be closed and reopened. The first failure's cause is wrapped too.
-	ErrFailed = errors.New("persist: store failed")
+	// (The group-commit writer's own sentinel.)
+	ErrFailed = groupcommit.ErrFailed
 	// ErrClosed: the store has been closed.
-	ErrClosed = errors.New("persist: store closed")
+	ErrClosed = groupcommit.ErrClosed
 	// ErrLocked: another process holds the store file.
 	ErrLocked = errors.New("persist: store file is locked by another process")
 	// ErrNotAccepted: a result was recorded for a command that is not in the

@@ -3,6 +3,8 @@ package persist
 import (
 	"fmt"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // Defaults for Options.
@@ -11,7 +13,7 @@ const (
 	DefaultMaxRecords  = 10000
 	DefaultMaxAge      = 24 * time.Hour
 	// DefaultMaxBatch bounds how many queued operations one transaction takes.
-	DefaultMaxBatch = 4096
+	DefaultMaxBatch = groupcommit.DefaultMaxBatch
 	// pruneBudget bounds the journal records one transaction prunes per
 	// device, so pruning never makes a batch of commands wait long.
 	pruneBudget = 256
@@ -48,6 +50,9 @@ type Options struct {
 	// operation was in it is released, with the number of operations in the
 	// batch and the time the commit took. It must not call the Store.
 	OnCommit func(ops int, took time.Duration)
+	// beforeCommit is the in-package tests' storage-failure seam
+	// (groupcommit.CommitterOptions.BeforeCommit).
+	beforeCommit func() error
 }
 
 func (o Options) withDefaults() Options {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // Store is the agent's durable fence store. Its methods are safe for
@@ -15,7 +17,7 @@ type Store struct {
 	db    *bolt.DB
 	path  string
 	opts  Options
-	w     *Committer
+	w     *groupcommit.Committer
 	clock storeClock // retention's clock: never stepped by the wall clock
 
 	inDoubt []DeviceCommand // set by Open, read-only after
@@ -48,7 +50,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s.w = NewCommitter(db, CommitterOptions{MaxBatch: opts.MaxBatch, OnCommit: opts.OnCommit, AfterBatch: s.pruneDevices})
+	s.w = groupcommit.NewCommitter(db, groupcommit.CommitterOptions{MaxBatch: opts.MaxBatch, BeforeCommit: opts.beforeCommit, OnCommit: opts.OnCommit, AfterBatch: s.pruneDevices})
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -232,16 +233,22 @@ func TestFileMode(t *testing.T) {
 
 func TestCommitFailureIsFailStop(t *testing.T) {
 	sg := testSigner(t)
-	s := mustOpen(t, Options{})
+	var failing atomic.Bool
+	disk := errors.New("disk on fire")
+	s := mustOpen(t, Options{beforeCommit: func() error {
+		if failing.Load() {
+			return disk
+		}
+		return nil
+	}})
 	tok := mustToken(t, sg, "plant", 1, 1, "A")
 	mustAccept(t, s, Command{Device: "p", ID: "ok", Token: tok})
-	disk := errors.New("disk on fire")
-	s.w.testCommitErr = func() error { return disk }
+	failing.Store(true)
 	_, err := s.Accept(ctxT(t), Command{Device: "p", ID: "lost", Token: mustToken(t, sg, "plant", 1, 2, "A")})
 	if !errors.Is(err, ErrFailed) || !errors.Is(err, disk) {
 		t.Fatalf("accept during failing commit: %v", err)
 	}
-	s.w.testCommitErr = nil // the disk recovers; the store must not
+	failing.Store(false) // the disk recovers; the store must not
 	if _, err := s.Accept(ctxT(t), Command{Device: "p", ID: "later", Token: tok}); !errors.Is(err, ErrFailed) {
 		t.Fatalf("accept after failure: %v, want ErrFailed", err)
 	}

@@ -1,5 +1,5 @@
 // Package boltstore is the lease controller's embedded Store: one bbolt
-// file, written through persist.Committer so that concurrent writes of many
+// file, written through internal/groupcommit so that concurrent writes of many
 // domains share one fsync.
 //
 // Layout (bbolt buckets):

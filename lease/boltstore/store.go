@@ -11,8 +11,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/fencegate/fencegate/internal/groupcommit"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/persist"
 )
 
 var (
@@ -45,7 +45,7 @@ type Options struct {
 // Store is a lease.Store in one bbolt file. Safe for concurrent use.
 type Store struct {
 	db    *bolt.DB
-	w     *persist.Committer
+	w     *groupcommit.Committer
 	epoch uint64
 }
 
@@ -77,7 +77,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	w := persist.NewCommitter(db, persist.CommitterOptions{OnCommit: opts.OnCommit})
+	w := groupcommit.NewCommitter(db, groupcommit.CommitterOptions{OnCommit: opts.OnCommit})
 	return &Store{db: db, w: w, epoch: epoch}, nil
 }
 

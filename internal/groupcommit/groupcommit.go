@@ -1,4 +1,9 @@
-package persist
+// Package groupcommit is the single-writer group-commit engine over bbolt:
+// one goroutine drains every queued write into one transaction and commits
+// as soon as it is idle (no timer); a failed commit stops it for good.
+// persist (the agent's fence store) and lease/boltstore (the controller's)
+// write through it.
+package groupcommit
 
 import (
 	"context"
@@ -8,6 +13,18 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultMaxBatch bounds how many queued operations one transaction takes.
+const DefaultMaxBatch = 4096
+
+// Errors of the Committer; test with errors.Is.
+var (
+	// ErrFailed: a commit failed earlier; the committer accepts nothing more.
+	// The first failure's cause is wrapped too.
+	ErrFailed = errors.New("groupcommit: store failed")
+	// ErrClosed: the committer has been closed.
+	ErrClosed = errors.New("groupcommit: store closed")
 )
 
 // WriteFunc is one write operation run by a Committer inside a batch's
@@ -20,6 +37,10 @@ type WriteFunc func(tx *bolt.Tx) (wrote bool, err error)
 
 // CommitterOptions tune a Committer. The zero value means defaults.
 type CommitterOptions struct {
+	// BeforeCommit, if set, is called by the writer goroutine just before
+	// each commit; an error from it is treated as a failed commit. A test
+	// seam for storage failures.
+	BeforeCommit func() error
 	// MaxBatch bounds the operations applied in one transaction. Default
 	// DefaultMaxBatch.
 	MaxBatch int
@@ -53,10 +74,6 @@ type Committer struct {
 
 	failMu  sync.Mutex // guards failErr
 	failErr error      // first storage error, wrapping ErrFailed
-
-	// testCommitErr, if set by an in-package test, is called just before a
-	// commit; an error from it is treated as a failed commit.
-	testCommitErr func() error
 }
 
 type request struct {
@@ -225,8 +242,8 @@ func (c *Committer) applyBatch(batch []*request) (wrote bool, err error) {
 	if !wrote {
 		return false, nil
 	}
-	if c.testCommitErr != nil {
-		if err := c.testCommitErr(); err != nil {
+	if c.opts.BeforeCommit != nil {
+		if err := c.opts.BeforeCommit(); err != nil {
 			return false, err
 		}
 	}
