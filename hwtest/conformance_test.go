@@ -26,6 +26,7 @@ func TestConformance(t *testing.T) {
 	t.Run("garbage_survived_and_reported", s.garbage)
 	t.Run("garbled_reply_resent_not_reapplied", s.garbledReply)
 	t.Run("reply_timeout", s.replyTimeout)
+	t.Run("stalled_line_delivers_no_timed_out_frame", s.stalledLine)
 	t.Run("unplug_unavailable_then_recovery", s.unplug)
 	t.Run("second_opener_refused", s.secondOpener)
 	t.Run("stale_token_rejected_by_firmware_after_store_wipe", s.staleByFirmware)
@@ -156,12 +157,33 @@ func (s *suite) replyTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := s.send(t, tt.tg, fmt.Sprintf("timeout-%d", i), "set", tt.args)
-			expect(t, r, mqtt.StatusFailed, mqtt.CodeDeviceTimeout)
+			expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt) // the request went out: it may have been applied
 			if err := sim.WaitIdle(20 * time.Second); err != nil { // the late reply has gone out
 				t.Fatal(err)
 			}
 			expect(t, s.send(t, tt.tg, fmt.Sprintf("after-timeout-%d", i), "set", tt.args), mqtt.StatusApplied, mqtt.CodeOK)
 		})
+	}
+}
+
+// stalledLine: the line toward the firmware stops carrying bytes (as with
+// CTS low); a command sent meanwhile is in_doubt, and once the line
+// resumes it never reaches the firmware — only the next command does.
+func (s *suite) stalledLine(t *testing.T) {
+	sim := s.fw.needSim(t)
+	if _, err := sim.Do("stall"); err != nil {
+		t.Skipf("the simulator cannot stall its line here: %v", err)
+	}
+	before := applied(t, s.fw)
+	r := s.send(t, s.fw, "stalled", "set", `{"value":"late"}`)
+	expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt)
+	if _, err := sim.Do("resume"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, s.send(t, s.fw, "after-stall", "set", `{"value":"now"}`), mqtt.StatusApplied, mqtt.CodeOK)
+	expectApplied(t, s.fw, before, 1)
+	if st, err := sim.Stats(); err != nil || string(st.Values["value"]) != `"now"` {
+		t.Fatalf("firmware value %s (%v), want \"now\"", st.Values["value"], err)
 	}
 }
 

@@ -38,6 +38,8 @@ func (fw *firmware) command(f []string) error {
 		})
 	case "junk":
 		return fw.junk()
+	case "stall", "resume":
+		return fw.flow(f[0] == "stall")
 	case "reboot":
 		return fw.reboot(f)
 	case "unplug":
@@ -86,6 +88,25 @@ func (fw *firmware) junk() error {
 	pre, _ := fw.noise()
 	if _, err := w.Write(pre); err != nil {
 		return err
+	}
+	fw.say("ok")
+	return nil
+}
+
+// flow stalls the line toward the firmware or resumes it.
+func (fw *firmware) flow(stall bool) error {
+	fw.mu.Lock()
+	w := fw.wire
+	fw.mu.Unlock()
+	if w == nil {
+		return errNoWire
+	}
+	if stall {
+		if err := w.Stall(); err != nil {
+			return err
+		}
+	} else {
+		w.Resume()
 	}
 	fw.say("ok")
 	return nil

@@ -8,8 +8,9 @@
 // It prints "ready <node>" when it serves (again after each reboot) and
 // answers each control line with "ok", "ok <json>" or "error <why>".
 // Control lines: delay <duration>, drop, garble, noise (each for the next
-// reply), junk (garbage now), unplug, plug, reboot <duration>, stats. See
-// hwtest/README.md.
+// reply), junk (garbage now), stall, resume (the line toward the firmware
+// stops carrying bytes, and starts again), unplug, plug, reboot <duration>,
+// stats. See hwtest/README.md.
 package main
 
 import (

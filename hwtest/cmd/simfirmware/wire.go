@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +19,12 @@ import (
 type wire interface {
 	io.ReadWriteCloser
 	Node() string
+	// Stall makes the line stop carrying bytes toward the firmware, as a
+	// line whose CTS is low: what the agent sends next waits in its
+	// kernel's queue. Resume ends the stall. Both are for the control
+	// goroutine; Close resumes first.
+	Stall() error
+	Resume()
 }
 
 // ptyWire is a pseudo-terminal: the firmware holds the master only. The
@@ -27,6 +34,10 @@ type wire interface {
 type ptyWire struct {
 	master *os.File
 	node   string
+
+	gate  sync.Mutex // held by Read around each read, and by a stall throughout
+	mu    sync.Mutex // guards stall
+	stall *os.File   // the slave, opened to fill the line, while stalled
 }
 
 // openPTY creates a raw pseudo-terminal and points link at its slave.
@@ -95,20 +106,114 @@ func repoint(link, target string) error {
 // open.
 const noPeerPoll = 5 * time.Millisecond
 
-// Read blocks until bytes arrive or the wire is closed.
+// Read blocks until bytes arrive or the wire is closed; it reads nothing
+// while the line is stalled.
 func (w *ptyWire) Read(b []byte) (int, error) {
 	for {
-		n, err := w.master.Read(b)
-		if !errors.Is(err, syscall.EIO) {
+		n, err := w.readOnce(b)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded) && n == 0:
+		case errors.Is(err, syscall.EIO):
+			time.Sleep(noPeerPoll)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return n, nil
+		default:
 			return n, err
 		}
-		time.Sleep(noPeerPoll)
 	}
+}
+
+// readOnce reads for a short while, under the gate a stall holds.
+func (w *ptyWire) readOnce(b []byte) (int, error) {
+	w.gate.Lock()
+	defer w.gate.Unlock()
+	w.master.SetReadDeadline(time.Now().Add(10 * noPeerPoll))
+	return w.master.Read(b)
+}
+
+// Stall stops reading the master and fills the master's receive buffer
+// from a second descriptor on the slave (opening it past the agent's
+// TIOCEXCL needs CAP_SYS_ADMIN), so that the agent's next bytes wait in
+// the kernel's queue, where its flush can still discard them.
+func (w *ptyWire) Stall() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stall != nil {
+		return errors.New("already stalled")
+	}
+	w.gate.Lock()
+	f, err := os.OpenFile(w.node, os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err == nil {
+		err = w.fill(f)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		w.gate.Unlock()
+		return fmt.Errorf("stall: %w", err)
+	}
+	w.stall = f
+	return nil
+}
+
+// fill writes zero bytes (empty frames) through the slave f until the
+// master's receive buffer is full and settled.
+func (w *ptyWire) fill(f *os.File) error {
+	if _, err := f.Write(make([]byte, 8<<10)); err != nil {
+		return err
+	}
+	last, same := -1, 0
+	for end := time.Now().Add(10 * time.Second); same < 5; time.Sleep(noPeerPoll) {
+		n, err := w.pending()
+		switch {
+		case err != nil:
+			return err
+		case time.Now().After(end):
+			return errors.New("the receive buffer did not settle")
+		case n > 0 && n == last:
+			same++
+		default:
+			last, same = n, 0
+		}
+	}
+	return nil
+}
+
+// pending is how many bytes wait in the master's receive buffer.
+func (w *ptyWire) pending() (int, error) {
+	rc, err := w.master.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+		return 0, err
+	}
+	return n, ierr
+}
+
+// Resume ends a stall; the firmware reads the filler (empty frames) and
+// whatever the agent sent after it.
+func (w *ptyWire) Resume() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stall == nil {
+		return
+	}
+	w.stall.Close()
+	w.stall = nil
+	w.gate.Unlock()
 }
 
 func (w *ptyWire) Write(b []byte) (int, error) { return w.master.Write(b) }
 func (w *ptyWire) Node() string                { return w.node }
-func (w *ptyWire) Close() error                { return w.master.Close() }
+
+func (w *ptyWire) Close() error {
+	w.Resume()
+	return w.master.Close()
+}
 
 // portWire is a real serial port (the other end of a cable to the agent).
 type portWire struct{ p *serial.Port }
@@ -139,4 +244,9 @@ func (w *portWire) Write(b []byte) (int, error) {
 }
 
 func (w *portWire) Node() string { return w.p.Path() }
+
+// Stall is not supported on a real port (it would need the agent's side
+// to use RTS/CTS flow control).
+func (w *portWire) Stall() error { return errors.New("stall needs a pseudo-terminal (--link)") }
+func (w *portWire) Resume()      {}
 func (w *portWire) Close() error { return w.p.Close() }
