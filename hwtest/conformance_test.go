@@ -157,7 +157,7 @@ func (s *suite) replyTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := s.send(t, tt.tg, fmt.Sprintf("timeout-%d", i), "set", tt.args)
-			expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt) // the request went out: it may have been applied
+			expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt)     // the request went out: it may have been applied
 			if err := sim.WaitIdle(20 * time.Second); err != nil { // the late reply has gone out
 				t.Fatal(err)
 			}
