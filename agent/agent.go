@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -60,9 +61,9 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 		}
 	}()
 	m := newMetrics()
-	topics := mqtt.Topics{Prefix: cfg.MQTT.Prefix}
+	topics := protocol.Topics{Prefix: cfg.MQTT.Prefix}
 	a.env = &env{topics: topics, m: m, agentID: cfg.Agent.ID, maxPayload: cfg.Limits.MaxPayload, fatal: a.fail,
-		replies: mqtt.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes}}
+		replies: protocol.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes}}
 	if a.env.keys, err = loadKeys(cfg.Trust.Keys); err != nil {
 		return nil, err
 	}

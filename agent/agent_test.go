@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -20,11 +21,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/eclipse/paho.mqtt.golang.(*router).matchAndDispatch"))
 }
 
-func set(id, tok string, v int) mqtt.Command {
-	return mqtt.Command{ID: id, Token: tok, Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))}
+func set(id, tok string, v int) protocol.Command {
+	return protocol.Command{ID: id, Token: tok, Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%d}`, v))}
 }
 
-func wantResult(t *testing.T, r mqtt.Result, st mqtt.Status, code mqtt.Code) {
+func wantResult(t *testing.T, r protocol.Result, st protocol.Status, code protocol.Code) {
 	t.Helper()
 	if r.Status != st || r.Code != code {
 		t.Fatalf("result %s: %s/%s (%s), want %s/%s", r.ID, r.Status, r.Code, r.Message, st, code)
@@ -37,10 +38,10 @@ func wantResult(t *testing.T, r mqtt.Result, st mqtt.Status, code mqtt.Code) {
 func TestStaleHolderIsFenced(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
-	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 2)), protocol.StatusApplied, protocol.CodeOK)
 	r := h.sup.Send(t, "pump1", set("a2", h.token(41, "A"), 3))
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
 		t.Fatalf("rejection carries fence %+v, want seq 42 of B", r.Fence)
 	}
@@ -55,15 +56,15 @@ func TestStaleHolderIsFenced(t *testing.T) {
 func TestGrantAnnouncementRaisesFence(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
-	grant, _ := json.Marshal(mqtt.Grant{Token: h.token(42, "B")})
-	forged, _ := json.Marshal(mqtt.Grant{Token: forgedToken(t, 99)})
-	h.sup.Client().Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, forged).Wait()
-	h.sup.Client().Publish(mqtt.Topics{}.LeaseGrant("plant"), 1, true, grant).Wait()
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
+	grant, _ := json.Marshal(protocol.Grant{Token: h.token(42, "B")})
+	forged, _ := json.Marshal(protocol.Grant{Token: forgedToken(t, 99)})
+	h.sup.Client().Publish(protocol.Topics{}.LeaseGrant("plant"), 1, true, forged).Wait()
+	h.sup.Client().Publish(protocol.Topics{}.LeaseGrant("plant"), 1, true, grant).Wait()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := h.sup.Send(t, "pump1", set(fmt.Sprintf("a-%d", time.Now().UnixNano()), h.token(41, "A"), 2))
-		if r.Code == mqtt.CodeStaleToken {
+		if r.Code == protocol.CodeStaleToken {
 			if r.Fence.Seq != 42 {
 				t.Fatalf("fence %+v, want 42 (the forged grant must not count)", r.Fence)
 			}
@@ -106,9 +107,9 @@ func TestDuplicateAppliedOnce(t *testing.T) {
 	h.start()
 	tok := h.token(5, "A")
 	first := h.sup.Send(t, "pump1", set("c1", tok, 7))
-	wantResult(t, first, mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, first, protocol.StatusApplied, protocol.CodeOK)
 	again := h.sup.Send(t, "pump1", set("c1", tok, 7))
-	wantResult(t, again, mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, again, protocol.StatusApplied, protocol.CodeOK)
 	if !again.Duplicate || first.Duplicate || string(again.Output) != string(first.Output) {
 		t.Fatalf("retry: %+v, first: %+v", again, first)
 	}
@@ -120,14 +121,14 @@ func TestDuplicateAppliedOnce(t *testing.T) {
 func TestRestartKeepsFence(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 2)), mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 2)), protocol.StatusRejected, protocol.CodeStaleToken)
 	r := h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1))
-	if !r.Duplicate || r.Status != mqtt.StatusApplied {
+	if !r.Duplicate || r.Status != protocol.StatusApplied {
 		t.Fatalf("retry after restart: %+v", r)
 	}
 }
@@ -140,34 +141,34 @@ func TestBadInputAnsweredAndChangesNothing(t *testing.T) {
 	h.cfg.Limits.MaxPayload = 4096
 	h.start()
 	good := h.token(10, "A")
-	wantResult(t, h.sup.Send(t, "pump1", set("ok", good, 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("ok", good, 1)), protocol.StatusApplied, protocol.CodeOK)
 	tampered := good[:len(good)-3] + flip(good[len(good)-3]) + good[len(good)-2:]
 	past := time.Now().Add(-time.Minute).UnixMilli()
 	tests := []struct {
 		name    string
 		payload string
-		code    mqtt.Code
+		code    protocol.Code
 	}{
-		{"malformed json", `{"id":"m1","token":`, mqtt.CodeBadRequest},
-		{"wrong type", `{"id":"m2","token":"` + good + `","op":5}`, mqtt.CodeBadRequest},
-		{"missing token", `{"id":"m3","op":"set"}`, mqtt.CodeBadRequest},
-		{"missing op", `{"id":"m4","token":"` + good + `"}`, mqtt.CodeBadRequest},
-		{"unknown field", `{"id":"m5","token":"` + good + `","op":"set","deadline":1}`, mqtt.CodeBadRequest},
-		{"args not object", `{"id":"m6","token":"` + good + `","op":"set","args":[1]}`, mqtt.CodeBadRequest},
-		{"oversize", `{"id":"m7","token":"` + good + `","op":"set","args":{"value":"` + strings.Repeat("x", 5000) + `"}}`, mqtt.CodeBadRequest},
-		{"wildcard reply", `{"id":"m8","token":"` + good + `","op":"set","reply_to":"a/#"}`, mqtt.CodeBadRequest},
-		{"tampered token", `{"id":"m9","token":"` + tampered + `","op":"set"}`, mqtt.CodeInvalidToken},
-		{"foreign key", `{"id":"m10","token":"` + forgedToken(t, 50) + `","op":"set"}`, mqtt.CodeInvalidToken},
-		{"garbage token", `{"id":"m11","token":"hello","op":"set"}`, mqtt.CodeInvalidToken},
-		{"wrong domain", `{"id":"m12","token":"` + h.tokenIn("yard", 50, "A") + `","op":"set"}`, mqtt.CodeWrongDomain},
-		{"unknown op", `{"id":"m13","token":"` + h.tokenIn("plant", 50, "A") + `","op":"explode"}`, mqtt.CodeUnknownOp},
-		{"expired", fmt.Sprintf(`{"id":"m14","token":"%s","op":"set","deadline_ms":%d}`, h.token(50, "A"), past), mqtt.CodeExpired},
+		{"malformed json", `{"id":"m1","token":`, protocol.CodeBadRequest},
+		{"wrong type", `{"id":"m2","token":"` + good + `","op":5}`, protocol.CodeBadRequest},
+		{"missing token", `{"id":"m3","op":"set"}`, protocol.CodeBadRequest},
+		{"missing op", `{"id":"m4","token":"` + good + `"}`, protocol.CodeBadRequest},
+		{"unknown field", `{"id":"m5","token":"` + good + `","op":"set","deadline":1}`, protocol.CodeBadRequest},
+		{"args not object", `{"id":"m6","token":"` + good + `","op":"set","args":[1]}`, protocol.CodeBadRequest},
+		{"oversize", `{"id":"m7","token":"` + good + `","op":"set","args":{"value":"` + strings.Repeat("x", 5000) + `"}}`, protocol.CodeBadRequest},
+		{"wildcard reply", `{"id":"m8","token":"` + good + `","op":"set","reply_to":"a/#"}`, protocol.CodeBadRequest},
+		{"tampered token", `{"id":"m9","token":"` + tampered + `","op":"set"}`, protocol.CodeInvalidToken},
+		{"foreign key", `{"id":"m10","token":"` + forgedToken(t, 50) + `","op":"set"}`, protocol.CodeInvalidToken},
+		{"garbage token", `{"id":"m11","token":"hello","op":"set"}`, protocol.CodeInvalidToken},
+		{"wrong domain", `{"id":"m12","token":"` + h.tokenIn("yard", 50, "A") + `","op":"set"}`, protocol.CodeWrongDomain},
+		{"unknown op", `{"id":"m13","token":"` + h.tokenIn("plant", 50, "A") + `","op":"explode"}`, protocol.CodeUnknownOp},
+		{"expired", fmt.Sprintf(`{"id":"m14","token":"%s","op":"set","deadline_ms":%d}`, h.token(50, "A"), past), protocol.CodeExpired},
 	}
 	for _, tc := range tests {
-		id := looseID([]byte(tc.payload)) // "" when the payload is not JSON: the answer has no id
+		id := protocol.Salvage([]byte(tc.payload), "id", protocol.MaxCommandIDLen) // "" when the payload is not JSON: the answer has no id
 		h.sup.PublishRaw(t, "pump1", []byte(tc.payload))
 		r := h.sup.Wait(t, id)
-		if r.Status != mqtt.StatusRejected || r.Code != tc.code {
+		if r.Status != protocol.StatusRejected || r.Code != tc.code {
 			t.Errorf("%s: %s/%s (%s), want rejected/%s", tc.name, r.Status, r.Code, r.Message, tc.code)
 		}
 		if r.Fence == nil || r.Fence.Seq != 10 {
@@ -198,7 +199,7 @@ func TestUnknownDeviceChangesNothing(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
 	h.sup.PublishRaw(t, "ghost", mustJSON(set("g1", h.token(3, "A"), 1)))
-	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	f, _ := h.agent.env.store.Fences()
 	if _, ok := f["ghost"]; ok || f["pump1"].Token.Seq != 1 {
 		t.Fatalf("fences %v", f)
@@ -212,11 +213,11 @@ func TestUnknownDeviceAnsweredWhenSoleAgent(t *testing.T) {
 	h.cfg.Agent.AnswerUnknownDevices = true
 	h.start()
 	r := h.sup.Send(t, "ghost", set("g1", h.token(3, "A"), 1))
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	if r.Device != "ghost" || !strings.Contains(r.Message, "unknown device") {
 		t.Fatalf("answer %+v", r)
 	}
-	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(1, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	f, _ := h.agent.env.store.Fences()
 	if _, ok := f["ghost"]; ok || len(f) != 1 {
 		t.Fatalf("fences %v", f)
@@ -235,15 +236,15 @@ func TestBurstPastQueueLimitAnsweredBusy(t *testing.T) {
 	const n = 12
 	for i := range n {
 		id := fmt.Sprintf("burst%d", i)
-		h.sup.Client().Publish(mqtt.Topics{}.DeviceCommands("pump1"), 1, false, mustJSON(set(id, tok, i)))
+		h.sup.Client().Publish(protocol.Topics{}.DeviceCommands("pump1"), 1, false, mustJSON(set(id, tok, i)))
 	}
 	busy, applied := 0, 0
 	for i := range n {
 		r := h.sup.Wait(t, fmt.Sprintf("burst%d", i))
 		switch r.Code {
-		case mqtt.CodeBusy:
+		case protocol.CodeBusy:
 			busy++
-		case mqtt.CodeOK:
+		case protocol.CodeOK:
 			applied++
 		default:
 			t.Fatalf("unexpected %+v", r)
@@ -283,13 +284,13 @@ func TestBrokerRestart(t *testing.T) {
 	if !again.Duplicate || again.Status != first.Status {
 		t.Fatalf("retry after broker restart: %+v", again)
 	}
-	wantResult(t, h.sup.Send(t, "pump1", set("after", tok, 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("after", tok, 2)), protocol.StatusApplied, protocol.CodeOK)
 }
 
 func TestDeviceStatusOverHTTP(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("c1", h.token(4, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("c1", h.token(4, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	var list []DeviceStatus
 	getJSON(t, "http://"+h.agent.HTTPAddr()+"/v1/devices", &list)
 	if len(list) != 1 || list[0].Fence == nil || list[0].Fence.Seq != 4 || list[0].LastResult == nil || list[0].LastResult.ID != "c1" {
@@ -313,7 +314,7 @@ func TestStoreFailureStopsAgent(t *testing.T) {
 	}
 	h.sup.PublishRaw(t, "pump1", mustJSON(set("x", h.token(1, "A"), 1)))
 	r := h.sup.Wait(t, "x")
-	wantResult(t, r, mqtt.StatusFailed, mqtt.CodeInternal)
+	wantResult(t, r, protocol.StatusFailed, protocol.CodeInternal)
 	if err := h.stop(); err == nil || !strings.Contains(err.Error(), persist.ErrClosed.Error()) {
 		t.Fatalf("Run returned %v, want the store error", err)
 	}

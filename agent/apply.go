@@ -9,16 +9,16 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/persist"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // apply runs one accepted command through the driver, makes its result
 // durable, then publishes it. A command whose deadline passed while it
 // waited is not applied; its result says expired.
 func (d *device) apply(p pending) {
-	var res mqtt.Result
+	var res protocol.Result
 	if p.cmd.DeadlineMs != 0 && time.Now().UnixMilli() > p.cmd.DeadlineMs {
-		res = d.reject(p.cmd.ID, mqtt.CodeExpired, "deadline_ms passed before the device was free")
+		res = d.reject(p.cmd.ID, protocol.CodeExpired, "deadline_ms passed before the device was free")
 	} else if stale, ok := d.recheck(p); !ok {
 		return // the store failed; the agent stops
 	} else if stale != nil {
@@ -44,7 +44,7 @@ func (d *device) apply(p pending) {
 // device of the domain, may have raised the fence while it waited. It
 // returns the rejection if the command is stale now, and ok false if the
 // store failed (reported as fatal).
-func (d *device) recheck(p pending) (stale *mqtt.Result, ok bool) {
+func (d *device) recheck(p pending) (stale *protocol.Result, ok bool) {
 	if err := d.dom.settle(context.Background()); err != nil {
 		d.env.fatal(err)
 		return nil, false
@@ -58,13 +58,13 @@ func (d *device) recheck(p pending) (stale *mqtt.Result, ok bool) {
 		return nil, true
 	}
 	d.dom.raised(cur, false)
-	r := d.reject(p.cmd.ID, mqtt.CodeStaleToken, "a newer lease was accepted while the command waited; not applied")
+	r := d.reject(p.cmd.ID, protocol.CodeStaleToken, "a newer lease was accepted while the command waited; not applied")
 	f := cur.Fence()
 	r.Fence = &f
 	return &r, true
 }
 
-func (d *device) applyToDriver(p pending) mqtt.Result {
+func (d *device) applyToDriver(p pending) protocol.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Timeout)
 	defer cancel()
 	if p.cmd.DeadlineMs != 0 {
@@ -76,16 +76,16 @@ func (d *device) applyToDriver(p pending) mqtt.Result {
 	out, err := d.driver.Apply(ctx, devices.Command{ID: p.cmd.ID, Op: p.cmd.Op, Args: p.cmd.Args, Token: p.tok})
 	d.env.m.apply.Observe(time.Since(start).Seconds())
 	if devices.CodeOf(err) == devices.CodeOutputDropped {
-		return d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, err.Error())
+		return d.result(p.cmd.ID, protocol.StatusApplied, protocol.CodeOK, err.Error())
 	}
 	if err != nil {
 		return d.failure(p.cmd.ID, err)
 	}
 	if len(out) > devices.MaxOutputBytes {
-		return d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK,
+		return d.result(p.cmd.ID, protocol.StatusApplied, protocol.CodeOK,
 			fmt.Sprintf("applied; its output of %d bytes is over the %d-byte cap and was dropped", len(out), devices.MaxOutputBytes))
 	}
-	r := d.result(p.cmd.ID, mqtt.StatusApplied, mqtt.CodeOK, "")
+	r := d.result(p.cmd.ID, protocol.StatusApplied, protocol.CodeOK, "")
 	if len(out) > 0 && json.Valid(out) {
 		r.Output = out
 	}
@@ -93,22 +93,22 @@ func (d *device) applyToDriver(p pending) mqtt.Result {
 }
 
 // failure maps a driver error to its result.
-func (d *device) failure(id string, err error) mqtt.Result {
+func (d *device) failure(id string, err error) protocol.Result {
 	code := devices.CodeOf(err)
 	switch code {
 	case devices.CodeStaleToken:
-		r := d.reject(id, mqtt.CodeStaleToken, "the device's own fence refused the token: "+err.Error())
+		r := d.reject(id, protocol.CodeStaleToken, "the device's own fence refused the token: "+err.Error())
 		var de *devices.Error
 		if errors.As(err, &de) && de.Fence != nil {
 			r.Fence = de.Fence
 		}
 		return r
 	case devices.CodeUnknownOp:
-		return d.reject(id, mqtt.CodeUnknownOp, err.Error())
+		return d.reject(id, protocol.CodeUnknownOp, err.Error())
 	case devices.CodeInDoubt:
-		return d.result(id, mqtt.StatusInDoubt, mqtt.CodeInDoubt, err.Error())
+		return d.result(id, protocol.StatusInDoubt, protocol.CodeInDoubt, err.Error())
 	}
-	return d.result(id, mqtt.StatusFailed, mqtt.Code(code), err.Error())
+	return d.result(id, protocol.StatusFailed, code, err.Error())
 }
 
 // answerAwaited answers a retry of a command that was in flight when the
@@ -123,14 +123,14 @@ func (d *device) answerAwaited(p pending) {
 		d.replayResult(p, rec)
 		return
 	}
-	r := d.result(p.cmd.ID, mqtt.StatusInDoubt, mqtt.CodeInDoubt, "no result recorded for the original command")
+	r := d.result(p.cmd.ID, protocol.StatusInDoubt, protocol.CodeInDoubt, "no result recorded for the original command")
 	r.Duplicate = true
 	d.answer(p.replyTo, r)
 }
 
 // answer publishes a result that needs no durable record (a rejection, or
 // a replay) and counts it.
-func (d *device) answer(topic string, r mqtt.Result) {
+func (d *device) answer(topic string, r protocol.Result) {
 	d.env.m.answered(r.Code)
 	d.env.pub.publish(topic, mustJSON(r), false)
 }

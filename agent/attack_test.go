@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -34,7 +35,7 @@ func TestAttackRegroupedDeviceWrongDomainDropsGrants(t *testing.T) {
 	h := newHarness(t)
 	h.addDevice(t, "pump1", "pump1") // the default: the device id
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("old", h.tokenIn("pump1", 7, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("old", h.tokenIn("pump1", 7, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +44,13 @@ func TestAttackRegroupedDeviceWrongDomainDropsGrants(t *testing.T) {
 	h.start()
 	// pump1 was re-homed at start: the plant fence governs it now, and its
 	// old domain's tokens are refused.
-	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(40, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
-	wantResult(t, h.sup.Send(t, "pump1", set("p0", h.tokenIn("pump1", 8, "A"), 1)), mqtt.StatusRejected, mqtt.CodeWrongDomain)
+	wantResult(t, h.sup.Send(t, "pump1", set("p1", h.token(40, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("p0", h.tokenIn("pump1", 8, "A"), 1)), protocol.StatusRejected, protocol.CodeWrongDomain)
 
-	wantResult(t, h.sup.Send(t, "pump2", set("a1", h.token(41, "A"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump2", set("a1", h.token(41, "A"), 2)), protocol.StatusApplied, protocol.CodeOK)
 	h.announce(t, "plant", h.token(42, "B")) // reaches the agent before a2: same publisher, same connection
 	r := h.sup.Send(t, "pump2", set("a2", h.token(41, "A"), 3))
-	if r.Code != mqtt.CodeStaleToken {
+	if r.Code != protocol.CodeStaleToken {
 		t.Errorf("A's 41 after B's grant 42: %s/%s (%s), want rejected/stale_token; plant fence is %d",
 			r.Status, r.Code, r.Message, h.domainSeq("plant"))
 	}
@@ -84,10 +85,10 @@ func TestAttackGrantOnForeignTopicIgnored(t *testing.T) {
 	if _, ok := fences["elsewhere"]; ok || len(fences) != 1 {
 		t.Fatalf("domain fences %v, want only plant", fences)
 	}
-	wantResult(t, h.sup.Send(t, "valve1", set("v1", h.tokenIn("yard", 3, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "valve1", set("v1", h.tokenIn("yard", 3, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 }
 
-// holds: reply_to variants meant to slip past mqtt.ReplyRule — the bare
+// holds: reply_to variants meant to slip past protocol.ReplyRule — the bare
 // prefix, case changes, a missing slash, a leading slash, dot segments
 // (MQTT has none: the topic stays inside the namespace), NUL, wildcards,
 // oversize — are either refused (answered bad_request on the results
@@ -105,15 +106,15 @@ func TestAttackReplyToVariants(t *testing.T) {
 		cmd := set(fmt.Sprintf("rt%d", i), tok, i)
 		cmd.ReplyTo = rt
 		r := h.sup.Send(t, "pump1", cmd) // the supervisor only hears the results topic and its own replies
-		wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+		wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	}
 	inside := set("dots", tok, 99) // no dot segments in MQTT: a topic inside the namespace, honoured
 	inside.ReplyTo = "fencegate/v1/replies/../devices/pump1/commands"
-	wantResult(t, h.sup.Send(t, "pump1", inside), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", inside), protocol.StatusApplied, protocol.CodeOK)
 	big := fmt.Sprintf(`{"id":"big","token":%q,"op":"set","reply_to":%q,"args":{"value":"%s"}}`,
-		tok, mqtt.Topics{}.DeviceCommands("pump1"), strings.Repeat("x", 5000))
+		tok, protocol.Topics{}.DeviceCommands("pump1"), strings.Repeat("x", 5000))
 	h.sup.PublishRaw(t, "pump1", []byte(big))
-	wantResult(t, h.sup.Wait(t, "big"), mqtt.StatusRejected, mqtt.CodeBadRequest) // arrived on the results topic
+	wantResult(t, h.sup.Wait(t, "big"), protocol.StatusRejected, protocol.CodeBadRequest) // arrived on the results topic
 	if got := appliedIDs(t, h, "pump1"); len(got) != 1 || got[0] != "dots" {
 		t.Fatalf("device applied %v, want only dots", got)
 	}
@@ -129,7 +130,7 @@ func TestAttackRetainedCommandNotReplayed(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
 	b, _ := json.Marshal(pulse("ret", h.token(5, "A"), 1))
-	if err := mqtt.Wait(h.sup.Client().Publish(mqtt.Topics{}.DeviceCommands("pump1"), 1, true, b), 10*time.Second); err != nil {
+	if err := mqtt.Wait(h.sup.Client().Publish(protocol.Topics{}.DeviceCommands("pump1"), 1, true, b), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	h.sup.Wait(t, "ret") // the live delivery
@@ -138,7 +139,7 @@ func TestAttackRetainedCommandNotReplayed(t *testing.T) {
 	}
 	h.start()
 	// barrier: a later command's answer comes after anything the replay caused
-	wantResult(t, h.sup.Send(t, "pump1", set("after", h.token(5, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("after", h.token(5, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	if got := appliedIDs(t, h, "pump1"); len(got) != 2 {
 		t.Fatalf("device applied %v, want ret once and after", got)
 	}
@@ -155,10 +156,10 @@ func TestAttackQueuedBehindOtherDeviceRaise(t *testing.T) {
 	h.sup.Publish(t, "pump1", pulse("p1", a, 1500))
 	h.sup.Publish(t, "pump1", set("s1", a, 1))
 	waitFor(t, "s1 accepted", func() bool { return h.journaled("pump1", "s1") })
-	wantResult(t, h.sup.Send(t, "pump2", set("b1", h.token(42, "B"), 2)), mqtt.StatusApplied, mqtt.CodeOK)
-	wantResult(t, h.sup.Wait(t, "p1"), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump2", set("b1", h.token(42, "B"), 2)), protocol.StatusApplied, protocol.CodeOK)
+	wantResult(t, h.sup.Wait(t, "p1"), protocol.StatusApplied, protocol.CodeOK)
 	r := h.sup.Wait(t, "s1")
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if got := appliedIDs(t, h, "pump1"); len(got) != 1 || got[0] != "p1" {
 		t.Fatalf("pump1 applied %v, want only p1", got)
 	}

@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -24,16 +25,16 @@ import (
 type rpcClient struct {
 	client  paho.Client
 	replyTo string
-	onAny   func(mqtt.Result) // if set, called (in the paho callback) for every result received
-	bad     atomic.Int64      // undecodable results received
+	onAny   func(protocol.Result) // if set, called (in the paho callback) for every result received
+	bad     atomic.Int64          // undecodable results received
 
 	mu      sync.Mutex // guards waiting
-	waiting map[string]chan mqtt.Result
+	waiting map[string]chan protocol.Result
 }
 
-func newRPCClient(tb testing.TB, broker, name string, onAny func(mqtt.Result)) *rpcClient {
+func newRPCClient(tb testing.TB, broker, name string, onAny func(protocol.Result)) *rpcClient {
 	tb.Helper()
-	c := &rpcClient{replyTo: "fencegate/v1/replies/rpc-" + name, onAny: onAny, waiting: map[string]chan mqtt.Result{}}
+	c := &rpcClient{replyTo: "fencegate/v1/replies/rpc-" + name, onAny: onAny, waiting: map[string]chan protocol.Result{}}
 	opts, err := mqtt.Config{Broker: broker, ClientID: name}.ClientOptions(func(cl paho.Client) {
 		cl.Subscribe(c.replyTo, 1, c.onResult)
 	})
@@ -54,7 +55,7 @@ func newRPCClient(tb testing.TB, broker, name string, onAny func(mqtt.Result)) *
 }
 
 func (c *rpcClient) onResult(_ paho.Client, m paho.Message) {
-	var r mqtt.Result
+	var r protocol.Result
 	if err := json.Unmarshal(m.Payload(), &r); err != nil {
 		c.bad.Add(1)
 		return
@@ -75,15 +76,15 @@ func (c *rpcClient) onResult(_ paho.Client, m paho.Message) {
 
 // send publishes cmd for device with the client's reply_to, waiting (at
 // most 5 s) for the broker's acknowledgement.
-func (c *rpcClient) send(device string, cmd mqtt.Command) error {
+func (c *rpcClient) send(device string, cmd protocol.Command) error {
 	cmd.ReplyTo = c.replyTo
-	return mqtt.Wait(c.client.Publish(mqtt.Topics{}.DeviceCommands(device), 1, false, mustJSON(cmd)), 5*time.Second)
+	return mqtt.Wait(c.client.Publish(protocol.Topics{}.DeviceCommands(device), 1, false, mustJSON(cmd)), 5*time.Second)
 }
 
 // call sends cmd and waits up to timeout (or until ctx is done) for a
 // result with its id; ok is false if none came.
-func (c *rpcClient) call(ctx context.Context, device string, cmd mqtt.Command, timeout time.Duration) (r mqtt.Result, ok bool, err error) {
-	ch := make(chan mqtt.Result, 1)
+func (c *rpcClient) call(ctx context.Context, device string, cmd protocol.Command, timeout time.Duration) (r protocol.Result, ok bool, err error) {
+	ch := make(chan protocol.Result, 1)
 	c.mu.Lock()
 	c.waiting[cmd.ID] = ch
 	c.mu.Unlock()
@@ -93,7 +94,7 @@ func (c *rpcClient) call(ctx context.Context, device string, cmd mqtt.Command, t
 		c.mu.Unlock()
 	}()
 	if err := c.send(device, cmd); err != nil {
-		return mqtt.Result{}, false, err
+		return protocol.Result{}, false, err
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -103,7 +104,7 @@ func (c *rpcClient) call(ctx context.Context, device string, cmd mqtt.Command, t
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return mqtt.Result{}, false, nil
+	return protocol.Result{}, false, nil
 }
 
 // BenchmarkCommands measures the agent end to end over a real (embedded)
@@ -138,15 +139,15 @@ func benchCommands(b *testing.B, devices int, advancing bool) {
 	clients := benchClients(b, h.broker.URL(), devices)
 	counts := split(b.N, devices)
 	tokens := benchTokens(b, h.signer, counts, advancing)
-	runRequests(b, clients, counts, func(dev, k int) (string, mqtt.Command) {
+	runRequests(b, clients, counts, func(dev, k int) (string, protocol.Command) {
 		tok := tokens[dev][0]
 		if advancing {
 			tok = tokens[dev][k]
 		}
-		return ids[dev], mqtt.Command{ID: fmt.Sprintf("c%d-%d", dev, k), Token: tok, Op: "set",
+		return ids[dev], protocol.Command{ID: fmt.Sprintf("c%d-%d", dev, k), Token: tok, Op: "set",
 			Args: json.RawMessage(fmt.Sprintf(`{"value":%d}`, k))}
-	}, func(r mqtt.Result) error {
-		if r.Status != mqtt.StatusApplied || r.Code != mqtt.CodeOK {
+	}, func(r protocol.Result) error {
+		if r.Status != protocol.StatusApplied || r.Code != protocol.CodeOK {
 			return fmt.Errorf("result %s: %s/%s (%s)", r.ID, r.Status, r.Code, r.Message)
 		}
 		return nil
@@ -165,10 +166,10 @@ func BenchmarkMQTTRoundTrip(b *testing.B) {
 			clients := benchClients(b, h.broker.URL(), inflight)
 			counts := split(b.N, inflight)
 			tokens := benchTokens(b, h.signer, []int{1}, false)
-			runRequests(b, clients, counts, func(dev, k int) (string, mqtt.Command) {
-				return fmt.Sprintf("d%03d", dev), mqtt.Command{ID: fmt.Sprintf("c%d-%d", dev, k), Token: tokens[0][0],
+			runRequests(b, clients, counts, func(dev, k int) (string, protocol.Command) {
+				return fmt.Sprintf("d%03d", dev), protocol.Command{ID: fmt.Sprintf("c%d-%d", dev, k), Token: tokens[0][0],
 					Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%d}`, k))}
-			}, func(r mqtt.Result) error { return nil })
+			}, func(r protocol.Result) error { return nil })
 		})
 	}
 }
@@ -195,7 +196,7 @@ func startEchoResponder(tb testing.TB, broker string) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { resp.Disconnect(100) })
-	if err := mqtt.Wait(resp.Subscribe(mqtt.Topics{}.AllDeviceCommands(), 1, echo), 10*time.Second); err != nil {
+	if err := mqtt.Wait(resp.Subscribe(protocol.Topics{}.AllDeviceCommands(), 1, echo), 10*time.Second); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -252,7 +253,7 @@ func benchTokens(tb testing.TB, s *fence.Signer, counts []int, advancing bool) [
 // timing each, and reports throughput and latency percentiles. check
 // judges each result; the first error fails the benchmark.
 func runRequests(b *testing.B, clients []*rpcClient, counts []int,
-	mk func(dev, k int) (string, mqtt.Command), check func(mqtt.Result) error) {
+	mk func(dev, k int) (string, protocol.Command), check func(protocol.Result) error) {
 	lat := make([][]time.Duration, len(counts))
 	var (
 		firstErr error

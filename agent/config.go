@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/yamlcfg"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -63,7 +64,7 @@ type MQTTConfig struct {
 	// ReplyPrefixes are the topic prefixes a command's reply_to may name.
 	// Default: the reply namespace "<prefix>/replies/". Protocol topics,
 	// $ topics and the topics drivers publish to are refused whatever this
-	// says (see mqtt.ReplyRule).
+	// says (see protocol.ReplyRule).
 	ReplyPrefixes []string `yaml:"reply_prefixes"`
 	// GrantWait bounds how long, after (re)connecting, the agent waits for
 	// the retained grants of its domains before it subscribes to commands.
@@ -133,7 +134,7 @@ func (c Config) WithDefaults() Config {
 	c.Agent.DataDir = orString(c.Agent.DataDir, DefaultDataDir)
 	c.MQTT.Listen = orString(c.MQTT.Listen, DefaultListen)
 	c.MQTT.ClientID = orString(c.MQTT.ClientID, "fencegate-agent-"+c.Agent.ID)
-	c.MQTT.Prefix = orString(c.MQTT.Prefix, mqtt.DefaultPrefix)
+	c.MQTT.Prefix = orString(c.MQTT.Prefix, protocol.DefaultPrefix)
 	if c.MQTT.GrantWait == 0 {
 		c.MQTT.GrantWait = DefaultGrantWait
 	}

@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -55,7 +56,7 @@ func (a *Agent) newConnection() (*connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	will := mustJSON(mqtt.AgentStatus{Online: false, At: now()})
+	will := mustJSON(protocol.AgentStatus{Online: false, At: now()})
 	opts.SetAutoAckDisabled(true).SetOrderMatters(true).
 		SetWill(a.env.topics.AgentStatus(a.cfg.Agent.ID), string(will), 1, true).
 		SetConnectionLostHandler(c.onLost)
@@ -89,7 +90,7 @@ func (c *connection) onConnect(cl paho.Client) {
 	c.subscribeCommands(cl)
 	c.log.Info("connected", "broker", a.BrokerURL())
 	c.publish(a.env.topics.AgentStatus(a.cfg.Agent.ID),
-		mustJSON(mqtt.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
+		mustJSON(protocol.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
 	for _, d := range a.devices {
 		d.publishState()
 	}
@@ -128,16 +129,16 @@ func (c *connection) unknownDevice(id string, m paho.Message) {
 	if fence.ValidID(id) {
 		topic = c.a.env.topics.DeviceResults(id)
 	}
-	if rt := looseReplyTo(m.Payload()); c.a.env.replies.Check(rt) == nil {
+	if rt := protocol.Salvage(m.Payload(), "reply_to", protocol.MaxReplyTopicBytes); c.a.env.replies.Check(rt) == nil {
 		topic = rt
 	}
 	if topic == "" {
 		c.log.Warn("command for an invalid device id, no reply topic", "device", id)
 		return
 	}
-	r := mqtt.Result{ID: looseID(m.Payload()), Device: id, Status: mqtt.StatusRejected, Code: mqtt.CodeBadRequest,
-		Message: "unknown device: agent " + c.a.cfg.Agent.ID + " does not own " + id, At: now()}
-	c.a.env.m.answered(mqtt.CodeBadRequest)
+	r := protocol.Result{ID: protocol.Salvage(m.Payload(), "id", protocol.MaxCommandIDLen), Device: id,
+		Status: protocol.StatusRejected, Code: protocol.CodeBadRequest, Message: "unknown device: agent " + c.a.cfg.Agent.ID + " does not own " + id, At: now()}
+	c.a.env.m.answered(protocol.CodeBadRequest)
 	c.publish(topic, mustJSON(r), false)
 }
 
@@ -176,10 +177,10 @@ func (c *connection) commandHandler(d *device) paho.MessageHandler {
 
 func (c *connection) busy(d *device, m paho.Message) {
 	topic := d.resultsTopic
-	if rt := looseReplyTo(m.Payload()); c.a.env.replies.Check(rt) == nil {
+	if rt := protocol.Salvage(m.Payload(), "reply_to", protocol.MaxReplyTopicBytes); c.a.env.replies.Check(rt) == nil {
 		topic = rt
 	}
-	d.answer(topic, d.reject(looseID(m.Payload()), mqtt.CodeBusy, "device queue is full"))
+	d.answer(topic, d.reject(protocol.Salvage(m.Payload(), "id", protocol.MaxCommandIDLen), protocol.CodeBusy, "device queue is full"))
 	m.Ack()
 }
 
@@ -254,7 +255,7 @@ func (c *connection) sawGrant(topic string) {
 const maxGrantPayload = 4 << 10
 
 func (c *connection) verifyGrant(payload []byte) (fence.Token, error) {
-	var g mqtt.Grant
+	var g protocol.Grant
 	if len(payload) > maxGrantPayload {
 		return fence.Token{}, fmt.Errorf("announcement of %d bytes, at most %d", len(payload), maxGrantPayload)
 	}
@@ -295,7 +296,7 @@ func (c *connection) stopIntake() { c.intake.Store(false) }
 func (c *connection) close() {
 	close(c.done)
 	if c.client.IsConnected() {
-		st := mustJSON(mqtt.AgentStatus{Online: false, Boot: c.a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()})
+		st := mustJSON(protocol.AgentStatus{Online: false, Boot: c.a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()})
 		_ = mqtt.Wait(c.client.Publish(c.a.env.topics.AgentStatus(c.a.cfg.Agent.ID), 1, true, st), 2*time.Second)
 	}
 	c.client.Disconnect(500)

@@ -25,6 +25,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -232,9 +233,9 @@ func (e *procEnv) watchFence(device string, seq uint64) <-chan struct{} {
 	e.t.Helper()
 	ch := make(chan struct{})
 	var once sync.Once
-	topic := mqtt.Topics{}.DeviceState(device)
+	topic := protocol.Topics{}.DeviceState(device)
 	err := mqtt.Wait(e.ctl.Client().Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
-		var s mqtt.DeviceState
+		var s protocol.DeviceState
 		if json.Unmarshal(m.Payload(), &s) == nil && s.Fence != nil && s.Fence.Seq >= seq {
 			once.Do(func() { close(ch) })
 		}
@@ -262,18 +263,18 @@ func countID(entries []sim.Entry, id string) int {
 func TestRestartStaleStillRejected(t *testing.T) {
 	e := newProcEnv(t, childDevice{id: "pump1"})
 	e.start()
-	wantResult(t, e.ctl.Send(t, "pump1", set("a1", e.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, e.ctl.Send(t, "pump1", set("a1", e.token(41, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	b1 := e.ctl.Send(t, "pump1", set("b1", e.token(42, "B"), 2))
-	wantResult(t, b1, mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, b1, protocol.StatusApplied, protocol.CodeOK)
 	e.kill()
 	e.start()
 	r := e.ctl.Send(t, "pump1", set("a2", e.token(41, "A"), 3))
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
 		t.Fatalf("rejection after restart carries fence %+v, want seq 42 of B", r.Fence)
 	}
 	again := e.ctl.Send(t, "pump1", set("b1", e.token(42, "B"), 2))
-	if again.Status != mqtt.StatusApplied || !again.Duplicate || !bytes.Equal(again.Output, b1.Output) {
+	if again.Status != protocol.StatusApplied || !again.Duplicate || !bytes.Equal(again.Output, b1.Output) {
 		t.Fatalf("retry of b1 after restart: %+v, first answer %+v", again, b1)
 	}
 	e.stop()
@@ -300,7 +301,7 @@ func TestInDoubtAfterCrashMidApply(t *testing.T) {
 			e := newProcEnv(t, childDevice{id: "pump1",
 				extra: fmt.Sprintf(", ops: [{name: set}, {name: slow, latency: 2s, idempotent: %t}]", tc.idempotent)})
 			e.start()
-			cmd := mqtt.Command{ID: "slow1", Token: e.token(2, "A"), Op: "slow"}
+			cmd := protocol.Command{ID: "slow1", Token: e.token(2, "A"), Op: "slow"}
 			fenced := e.watchFence("pump1", 2)
 			e.ctl.PublishRaw(t, "pump1", mustJSON(cmd))
 			select {
@@ -316,14 +317,14 @@ func TestInDoubtAfterCrashMidApply(t *testing.T) {
 			e.start()
 			first, second := e.ctl.Send(t, "pump1", cmd), e.ctl.Send(t, "pump1", cmd)
 			if tc.idempotent {
-				wantResult(t, first, mqtt.StatusApplied, mqtt.CodeOK)
-				wantResult(t, second, mqtt.StatusApplied, mqtt.CodeOK)
+				wantResult(t, first, protocol.StatusApplied, protocol.CodeOK)
+				wantResult(t, second, protocol.StatusApplied, protocol.CodeOK)
 				if !second.Duplicate {
 					t.Errorf("second retry of an applied command: %+v, want duplicate", second)
 				}
 			} else {
-				for _, r := range []mqtt.Result{first, second} {
-					wantResult(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt)
+				for _, r := range []protocol.Result{first, second} {
+					wantResult(t, r, protocol.StatusInDoubt, protocol.CodeInDoubt)
 					if !r.Duplicate {
 						t.Errorf("in_doubt answer %+v, want duplicate", r)
 					}
@@ -357,13 +358,13 @@ type crashWorld struct {
 	mu      sync.Mutex // guards the fields below
 	tokens  map[uint64]string
 	sent    map[string]crashCmd // by command id
-	results []mqtt.Result       // every result any supervisor received
+	results []protocol.Result   // every result any supervisor received
 }
 
 type crashCmd struct {
 	device string
 	seq    uint64
-	cmd    mqtt.Command
+	cmd    protocol.Command
 }
 
 // token returns the token of seq: one lease per seq (holder h<seq>), so
@@ -382,7 +383,7 @@ func (w *crashWorld) token(seq uint64) string {
 	return tok.Raw
 }
 
-func (w *crashWorld) record(r mqtt.Result) {
+func (w *crashWorld) record(r protocol.Result) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.results = append(w.results, r)
@@ -402,7 +403,7 @@ func (w *crashWorld) newCommand(rng *rand.Rand, id string) crashCmd {
 	default:
 		seq = max(1, hi.Load()-1-uint64(rng.IntN(3)))
 	}
-	cmd := mqtt.Command{ID: id, Token: w.token(seq)}
+	cmd := protocol.Command{ID: id, Token: w.token(seq)}
 	switch r := rng.IntN(100); {
 	case r < 50:
 		cmd.Op, cmd.Args = "set", json.RawMessage(fmt.Sprintf(`{"value":%d}`, rng.IntN(1000)))
@@ -577,9 +578,9 @@ func (w *crashWorld) check(t *testing.T, kills int) {
 		w.checkApplied(t, dev, entries, journal[dev], fences[dev])
 	}
 	w.mu.Lock()
-	results := append([]mqtt.Result(nil), w.results...)
+	results := append([]protocol.Result(nil), w.results...)
 	w.mu.Unlock()
-	count := map[mqtt.Code]int{}
+	count := map[protocol.Code]int{}
 	for _, r := range results {
 		count[r.Code]++
 		w.checkResult(t, r, journal[r.Device])
@@ -587,7 +588,7 @@ func (w *crashWorld) check(t *testing.T, kills int) {
 	w.checkInDoubt(t, journal, results)
 	t.Logf("%d kills, %d commands in doubt after a kill, %d commands sent, %d calls without a result in time, %d device applies, results by code: %v",
 		kills, len(w.inDoubt), len(w.sent), w.timeouts.Load(), applies, count)
-	if count[mqtt.CodeOK] == 0 {
+	if count[protocol.CodeOK] == 0 {
 		t.Error("no supervisor ever received an applied result: the loop tested nothing")
 	}
 }
@@ -595,7 +596,7 @@ func (w *crashWorld) check(t *testing.T, kills int) {
 // checkInDoubt: a command of a non-idempotent op left in doubt by a kill
 // stays in doubt — retries are answered in_doubt, never applied — while
 // an idempotent one may have been applied again since.
-func (w *crashWorld) checkInDoubt(t *testing.T, journal map[string]map[string]persist.Record, results []mqtt.Result) {
+func (w *crashWorld) checkInDoubt(t *testing.T, journal map[string]map[string]persist.Record, results []protocol.Result) {
 	t.Helper()
 	for c := range w.inDoubt {
 		w.mu.Lock()
@@ -606,7 +607,7 @@ func (w *crashWorld) checkInDoubt(t *testing.T, journal map[string]map[string]pe
 		}
 	}
 	for _, r := range results {
-		if w.inDoubt[persist.DeviceCommand{Device: r.Device, ID: r.ID}] && w.sent[r.ID].cmd.Op != "get" && r.Status != mqtt.StatusInDoubt {
+		if w.inDoubt[persist.DeviceCommand{Device: r.Device, ID: r.ID}] && w.sent[r.ID].cmd.Op != "get" && r.Status != protocol.StatusInDoubt {
 			t.Errorf("%s was in doubt after a kill and then answered %s/%s", r.ID, r.Status, r.Code)
 		}
 	}
@@ -622,8 +623,8 @@ func (w *crashWorld) checkApplied(t *testing.T, dev string, entries []sim.Entry,
 		case !ok:
 			t.Errorf("device %s applied %s (seq %d) but the journal does not hold it", dev, en.ID, en.Seq)
 		case rec.State == persist.StateDone:
-			var r mqtt.Result
-			if err := json.Unmarshal(rec.Result, &r); err != nil || r.Status != mqtt.StatusApplied {
+			var r protocol.Result
+			if err := json.Unmarshal(rec.Result, &r); err != nil || r.Status != protocol.StatusApplied {
 				t.Errorf("device %s applied %s but the journal's result is %s (%v)", dev, en.ID, rec.Result, err)
 			}
 		case rec.State != persist.StateInDoubt:
@@ -636,7 +637,7 @@ func (w *crashWorld) checkApplied(t *testing.T, dev string, entries []sim.Entry,
 }
 
 // checkResult: a received result is backed by the journal.
-func (w *crashWorld) checkResult(t *testing.T, r mqtt.Result, journal map[string]persist.Record) {
+func (w *crashWorld) checkResult(t *testing.T, r protocol.Result, journal map[string]persist.Record) {
 	t.Helper()
 	w.mu.Lock()
 	sent, known := w.sent[r.ID]
@@ -647,7 +648,7 @@ func (w *crashWorld) checkResult(t *testing.T, r mqtt.Result, journal map[string
 	}
 	rec, ok := journal[r.ID]
 	switch r.Status {
-	case mqtt.StatusApplied:
+	case protocol.StatusApplied:
 		if !ok || rec.State != persist.StateDone {
 			t.Errorf("%s was answered applied (duplicate %v) but the journal holds %+v (found %v)", r.ID, r.Duplicate, rec, ok)
 			return
@@ -655,15 +656,15 @@ func (w *crashWorld) checkResult(t *testing.T, r mqtt.Result, journal map[string
 		if err := sameResult(r, rec.Result); err != nil {
 			t.Errorf("%s: %v", r.ID, err)
 		}
-	case mqtt.StatusInDoubt:
+	case protocol.StatusInDoubt:
 		// in_doubt from the journal, or a driver's in_doubt result; an
 		// idempotent op in doubt is re-applied and may be done by now.
 		if !ok || (rec.State != persist.StateInDoubt && (rec.State != persist.StateDone ||
 			(sameResult(r, rec.Result) != nil && sent.cmd.Op != "get"))) {
 			t.Errorf("%s was answered in_doubt but the journal holds %+v (found %v)", r.ID, rec, ok)
 		}
-	case mqtt.StatusRejected:
-		if r.Code != mqtt.CodeStaleToken {
+	case protocol.StatusRejected:
+		if r.Code != protocol.CodeStaleToken {
 			t.Errorf("unexpected rejection %+v", r)
 		} else if r.Fence == nil || fence.ComparePosition(r.Fence.Epoch, r.Fence.Seq, 1, sent.seq) <= 0 {
 			t.Errorf("%s (seq %d) rejected stale_token with fence %+v", r.ID, sent.seq, r.Fence)
@@ -675,8 +676,8 @@ func (w *crashWorld) checkResult(t *testing.T, r mqtt.Result, journal map[string
 
 // sameResult compares a received result with the stored one, ignoring
 // the duplicate flag (set on replays).
-func sameResult(got mqtt.Result, stored []byte) error {
-	var want mqtt.Result
+func sameResult(got protocol.Result, stored []byte) error {
+	var want protocol.Result
 	if err := json.Unmarshal(stored, &want); err != nil {
 		return fmt.Errorf("stored result undecodable: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // decide runs one inbound item through the fence: checks, then a durable
@@ -34,7 +34,7 @@ func (d *device) decide(in inbound) {
 	if err != nil {
 		// Not journaled, not acknowledged: the sender's retry (same id) is
 		// decided by the restarted agent.
-		d.answer(p.replyTo, d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.CodeInternal, "fence store unavailable"))
+		d.answer(p.replyTo, d.result(p.cmd.ID, protocol.StatusFailed, protocol.CodeInternal, "fence store unavailable"))
 		d.env.fatal(err)
 		return
 	}
@@ -52,13 +52,13 @@ func (d *device) decided(p pending, dec persist.Decision) {
 	case persist.Duplicate:
 		d.duplicate(p, dec.Record)
 	case persist.Stale:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeStaleToken, "a newer lease holds this device"))
+		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeStaleToken, "a newer lease holds this device"))
 	case persist.Conflict:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
+		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
 	case persist.WrongDomain:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
+		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
 	case persist.IDReused:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, mqtt.CodeBadRequest,
+		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeBadRequest,
 			"id reused with a different command (token, op or args differ from the journaled one); nothing done"))
 	}
 }
@@ -72,7 +72,7 @@ func (d *device) duplicate(p pending, rec persist.Record) {
 		p.await = true // in flight in the apply stage: answer after it
 		d.applyQ <- p
 	default:
-		r := d.result(p.cmd.ID, mqtt.StatusInDoubt, mqtt.CodeInDoubt,
+		r := d.result(p.cmd.ID, protocol.StatusInDoubt, protocol.CodeInDoubt,
 			"accepted before the agent stopped; unknown whether it reached the device; not re-applied")
 		r.Duplicate = true
 		d.answer(p.replyTo, r)
@@ -83,7 +83,7 @@ func (d *device) replayResult(p pending, rec persist.Record) {
 	b, code, err := asDuplicate(rec.Result)
 	if err != nil {
 		d.log.Error("stored result undecodable", "id", p.cmd.ID, "err", err)
-		d.answer(p.replyTo, d.result(p.cmd.ID, mqtt.StatusFailed, mqtt.CodeInternal, "stored result undecodable"))
+		d.answer(p.replyTo, d.result(p.cmd.ID, protocol.StatusFailed, protocol.CodeInternal, "stored result undecodable"))
 		return
 	}
 	d.env.m.answered(code)
@@ -93,7 +93,7 @@ func (d *device) replayResult(p pending, rec persist.Record) {
 // check decodes and validates a command payload, verifies its token and
 // checks domain, op and deadline. A non-nil result is the rejection to send
 // (to p.replyTo, which is always set).
-func (d *device) check(payload []byte) (pending, *mqtt.Result) {
+func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	p := pending{replyTo: d.resultsTopic}
 	if len(payload) > d.env.maxPayload {
 		return d.undecodable(payload, fmt.Sprintf("payload is %d bytes, at most %d", len(payload), d.env.maxPayload))
@@ -107,18 +107,18 @@ func (d *device) check(payload []byte) (pending, *mqtt.Result) {
 		p.replyTo = cmd.ReplyTo
 	}
 	if cmd.DeadlineMs != 0 && time.Now().UnixMilli() > cmd.DeadlineMs {
-		return p, ptr(d.reject(cmd.ID, mqtt.CodeExpired, "deadline_ms has passed"))
+		return p, ptr(d.reject(cmd.ID, protocol.CodeExpired, "deadline_ms has passed"))
 	}
 	tok, err := d.env.keys.Verify(cmd.Token)
 	if err != nil {
-		return p, ptr(d.reject(cmd.ID, mqtt.CodeInvalidToken, err.Error()))
+		return p, ptr(d.reject(cmd.ID, protocol.CodeInvalidToken, err.Error()))
 	}
 	p.tok = tok
 	if tok.Domain != d.domain {
-		return p, ptr(d.reject(cmd.ID, mqtt.CodeWrongDomain, fmt.Sprintf("token of domain %q, device is in %q", tok.Domain, d.domain)))
+		return p, ptr(d.reject(cmd.ID, protocol.CodeWrongDomain, fmt.Sprintf("token of domain %q, device is in %q", tok.Domain, d.domain)))
 	}
 	if !d.caps.Supports(cmd.Op) {
-		return p, ptr(d.reject(cmd.ID, mqtt.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
+		return p, ptr(d.reject(cmd.ID, protocol.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
 	}
 	return p, nil
 }
@@ -126,12 +126,12 @@ func (d *device) check(payload []byte) (pending, *mqtt.Result) {
 // undecodable rejects a payload that failed strict decoding: its id and
 // reply_to are looked for loosely (only on this path: a well-formed command
 // is parsed once), so the answer reaches the sender where it can.
-func (d *device) undecodable(payload []byte, msg string) (pending, *mqtt.Result) {
+func (d *device) undecodable(payload []byte, msg string) (pending, *protocol.Result) {
 	p := pending{replyTo: d.resultsTopic}
-	if rt := looseReplyTo(payload); d.env.replies.Check(rt) == nil {
+	if rt := protocol.Salvage(payload, "reply_to", protocol.MaxReplyTopicBytes); d.env.replies.Check(rt) == nil {
 		p.replyTo = rt
 	}
-	return p, ptr(d.reject(looseID(payload), mqtt.CodeBadRequest, msg))
+	return p, ptr(d.reject(protocol.Salvage(payload, "id", protocol.MaxCommandIDLen), protocol.CodeBadRequest, msg))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -139,8 +139,8 @@ func ptr[T any](v T) *T { return &v }
 // decodeCommand parses a command strictly: unknown fields, wrong types and
 // missing or out-of-range fields are errors that name the field; a reply_to
 // the rule refuses is an error naming the rule.
-func decodeCommand(payload []byte, replies mqtt.ReplyRule) (mqtt.Command, error) {
-	var cmd mqtt.Command
+func decodeCommand(payload []byte, replies protocol.ReplyRule) (protocol.Command, error) {
+	var cmd protocol.Command
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cmd); err != nil {
@@ -150,8 +150,8 @@ func decodeCommand(payload []byte, replies mqtt.ReplyRule) (mqtt.Command, error)
 		return cmd, fmt.Errorf("malformed command: data after the JSON object")
 	}
 	switch {
-	case cmd.ID == "" || len(cmd.ID) > persist.MaxCommandIDLen:
-		return cmd, fmt.Errorf("id: must be 1..%d bytes", persist.MaxCommandIDLen)
+	case cmd.ID == "" || len(cmd.ID) > protocol.MaxCommandIDLen:
+		return cmd, fmt.Errorf("id: must be 1..%d bytes", protocol.MaxCommandIDLen)
 	case cmd.Token == "":
 		return cmd, fmt.Errorf("token: missing")
 	case cmd.Op == "" || len(cmd.Op) > fence.MaxIDLen:
@@ -173,31 +173,3 @@ func isJSONObject(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && (t[0] == '{' || bytes.Equal(t, []byte("null")))
 }
-
-// looseFields extracts string fields from a payload that failed strict
-// decoding, so a rejection can still reach the sender.
-func looseFields(payload []byte) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(payload) > 1<<20 || json.Unmarshal(payload, &m) != nil {
-		return nil
-	}
-	return m
-}
-
-func looseString(payload []byte, key string) string {
-	var s string
-	if raw, ok := looseFields(payload)[key]; ok && json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return ""
-}
-
-func looseID(payload []byte) string {
-	id := looseString(payload, "id")
-	if len(id) > persist.MaxCommandIDLen {
-		return ""
-	}
-	return id
-}
-
-func looseReplyTo(payload []byte) string { return looseString(payload, "reply_to") }

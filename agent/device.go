@@ -9,7 +9,7 @@ import (
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // device is one device the agent owns: its driver and its two-stage worker.
@@ -31,7 +31,7 @@ type device struct {
 	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
 
 	mu        sync.Mutex // guards last and available
-	last      *mqtt.Result
+	last      *protocol.Result
 	available bool
 }
 
@@ -39,8 +39,8 @@ type device struct {
 type env struct {
 	store      *persist.Store
 	keys       *fence.KeyRing
-	topics     mqtt.Topics
-	replies    mqtt.ReplyRule // where reply_to may point
+	topics     protocol.Topics
+	replies    protocol.ReplyRule // where reply_to may point
 	pub        publisher
 	m          *metrics
 	agentID    string
@@ -62,7 +62,7 @@ type inbound struct {
 // pending is an accepted command (or a retry of one in flight) for the
 // apply stage.
 type pending struct {
-	cmd     mqtt.Command
+	cmd     protocol.Command
 	tok     fence.Token
 	replyTo string
 	await   bool // a retry of a command in flight: answer once it is done
@@ -126,14 +126,14 @@ func (d *device) applyLoop() {
 // device unavailable and any other result from the driver available again,
 // except in_doubt: a driver that lost the device mid-command reports when
 // it is back (AvailabilityReporter).
-func (d *device) setLast(r mqtt.Result) {
+func (d *device) setLast(r protocol.Result) {
 	d.mu.Lock()
 	d.last = &r
 	d.mu.Unlock()
-	if r.Code == mqtt.CodeInDoubt {
+	if r.Code == protocol.CodeInDoubt {
 		return
 	}
-	d.setAvailable(r.Code != mqtt.CodeDeviceUnavailable, r.Message)
+	d.setAvailable(r.Code != protocol.CodeDeviceUnavailable, r.Message)
 }
 
 // setAvailable records a change of availability (from a result or from the
@@ -154,6 +154,6 @@ func (d *device) publishState() {
 	d.mu.Lock()
 	online := d.available
 	d.mu.Unlock()
-	s := mqtt.DeviceState{Device: d.id, Domain: d.domain, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
+	s := protocol.DeviceState{Device: d.id, Domain: d.domain, Agent: d.env.agentID, Online: online, Fence: d.fenceView(), UpdatedAt: now()}
 	d.env.pub.publish(d.env.topics.DeviceState(d.id), mustJSON(s), true)
 }

@@ -8,18 +8,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // DeviceStatus is one entry of GET /v1/devices.
 type DeviceStatus struct {
-	ID         string       `json:"id"`
-	Domain     string       `json:"domain"`
-	Driver     string       `json:"driver"`
-	Available  bool         `json:"available"`
-	Fence      *fence.Fence `json:"fence,omitempty"`
-	Queue      int          `json:"queue"`
-	LastResult *mqtt.Result `json:"last_result,omitempty"`
+	ID         string           `json:"id"`
+	Domain     string           `json:"domain"`
+	Driver     string           `json:"driver"`
+	Available  bool             `json:"available"`
+	Fence      *fence.Fence     `json:"fence,omitempty"`
+	Queue      int              `json:"queue"`
+	LastResult *protocol.Result `json:"last_result,omitempty"`
 }
 
 func (a *Agent) serveHTTP() *http.Server {

@@ -3,10 +3,9 @@ package agent
 import (
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // metrics are the agent's Prometheus series. Labels are bounded: result
@@ -53,4 +52,4 @@ func (m *metrics) onCommit(ops int, took time.Duration) {
 	m.commitOps.Observe(float64(ops))
 }
 
-func (m *metrics) answered(code mqtt.Code) { m.commands.WithLabelValues(string(code)).Inc() }
+func (m *metrics) answered(code protocol.Code) { m.commands.WithLabelValues(string(code)).Inc() }

@@ -5,16 +5,16 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // reject builds a rejection of command id carrying the device's fence.
-func (d *device) reject(id string, code mqtt.Code, msg string) mqtt.Result {
-	return d.result(id, mqtt.StatusRejected, code, msg)
+func (d *device) reject(id string, code protocol.Code, msg string) protocol.Result {
+	return d.result(id, protocol.StatusRejected, code, msg)
 }
 
-func (d *device) result(id string, st mqtt.Status, code mqtt.Code, msg string) mqtt.Result {
-	return mqtt.Result{ID: id, Device: d.id, Status: st, Code: code, Message: msg,
+func (d *device) result(id string, st protocol.Status, code protocol.Code, msg string) protocol.Result {
+	return protocol.Result{ID: id, Device: d.id, Status: st, Code: code, Message: msg,
 		Fence: d.fenceView(), At: now()}
 }
 
@@ -32,8 +32,8 @@ func (d *device) fenceView() *fence.Fence {
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // asDuplicate re-encodes a stored result as the answer to a retry.
-func asDuplicate(stored []byte) ([]byte, mqtt.Code, error) {
-	var r mqtt.Result
+func asDuplicate(stored []byte) ([]byte, protocol.Code, error) {
+	var r protocol.Result
 	if err := json.Unmarshal(stored, &r); err != nil {
 		return nil, "", err
 	}

@@ -15,11 +15,12 @@ import (
 
 	_ "github.com/fencegate/fencegate/devices/mqttrelay"
 	"github.com/fencegate/fencegate/persist"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
-func pulse(id, tok string, ms int) mqtt.Command {
-	return mqtt.Command{ID: id, Token: tok, Op: "pulse", Args: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))}
+func pulse(id, tok string, ms int) protocol.Command {
+	return protocol.Command{ID: id, Token: tok, Op: "pulse", Args: json.RawMessage(fmt.Sprintf(`{"ms":%d}`, ms))}
 }
 
 // waitFor polls cond until it holds or 15 s pass.
@@ -49,8 +50,8 @@ func (h *harness) domainSeq(domain string) uint64 {
 
 func (h *harness) announce(t *testing.T, domain, token string) {
 	t.Helper()
-	g, _ := json.Marshal(mqtt.Grant{Token: token})
-	if err := mqtt.Wait(h.sup.Client().Publish(mqtt.Topics{}.LeaseGrant(domain), 1, true, g), 10*time.Second); err != nil {
+	g, _ := json.Marshal(protocol.Grant{Token: token})
+	if err := mqtt.Wait(h.sup.Client().Publish(protocol.Topics{}.LeaseGrant(domain), 1, true, g), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -77,9 +78,9 @@ func TestItem1QueuedOlderCommandNotAppliedAfterNewerGrant(t *testing.T) {
 	h.announce(t, "plant", h.token(42, "B"))
 	waitFor(t, "the grant durable", func() bool { return h.domainSeq("plant") == 42 })
 
-	wantResult(t, h.sup.Wait(t, "p1"), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Wait(t, "p1"), protocol.StatusApplied, protocol.CodeOK)
 	r := h.sup.Wait(t, "s1")
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 || r.Fence.Holder != "B" {
 		t.Fatalf("stale answer carries fence %+v, want B's 42", r.Fence)
 	}
@@ -91,7 +92,7 @@ func TestItem1QueuedOlderCommandNotAppliedAfterNewerGrant(t *testing.T) {
 		t.Fatalf("s1 journaled as %+v, want done with the stale_token result", rec)
 	}
 	again := h.sup.Send(t, "pump1", set("s1", a, 1))
-	if !again.Duplicate || again.Code != mqtt.CodeStaleToken {
+	if !again.Duplicate || again.Code != protocol.CodeStaleToken {
 		t.Fatalf("retry of s1: %+v, want the durable stale_token answer", again)
 	}
 }
@@ -112,16 +113,16 @@ func TestItem2GrantNotDroppedWhenQueueFull(t *testing.T) {
 	}
 	h.announce(t, "plant", h.token(42, "B"))
 	waitFor(t, "the grant durable while the queue is full", func() bool { return h.domainSeq("plant") == 42 })
-	wantResult(t, h.sup.Wait(t, "p1"), mqtt.StatusApplied, mqtt.CodeOK)
-	counts := map[mqtt.Code]int{}
+	wantResult(t, h.sup.Wait(t, "p1"), protocol.StatusApplied, protocol.CodeOK)
+	counts := map[protocol.Code]int{}
 	for i := range flood {
 		r := h.sup.Wait(t, fmt.Sprintf("s%d", i))
 		counts[r.Code]++
-		if r.Code != mqtt.CodeStaleToken && r.Code != mqtt.CodeBusy {
+		if r.Code != protocol.CodeStaleToken && r.Code != protocol.CodeBusy {
 			t.Errorf("s%d: %s/%s (%s), want stale_token or busy", i, r.Status, r.Code, r.Message)
 		}
 	}
-	if counts[mqtt.CodeBusy] == 0 {
+	if counts[protocol.CodeBusy] == 0 {
 		t.Fatalf("the queue never filled (%v): the test did not exercise a full queue", counts)
 	}
 	if got := appliedIDs(t, h, "pump1"); len(got) != 1 {
@@ -134,9 +135,9 @@ func TestItem2GrantNotDroppedWhenQueueFull(t *testing.T) {
 func TestItem3FenceIsPerDomain(t *testing.T) {
 	h := newHarness(t, "pump1", "pump2")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("b1", h.token(42, "B"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	r := h.sup.Send(t, "pump2", set("a1", h.token(41, "A"), 2))
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != 42 {
 		t.Fatalf("rejection on pump2 carries fence %+v, want 42", r.Fence)
 	}
@@ -147,7 +148,7 @@ func TestItem3FenceIsPerDomain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.start() // the domain fence is durable, not only in memory
-	wantResult(t, h.sup.Send(t, "pump2", set("a2", h.token(41, "A"), 3)), mqtt.StatusRejected, mqtt.CodeStaleToken)
+	wantResult(t, h.sup.Send(t, "pump2", set("a2", h.token(41, "A"), 3)), protocol.StatusRejected, protocol.CodeStaleToken)
 }
 
 // TestItem4ReplyToConfinedToReplyNamespace: reply_to naming a relay's
@@ -158,8 +159,8 @@ func TestItem4ReplyToConfinedToReplyNamespace(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
 	tok := h.token(5, "A")
-	targets := []string{"cmnd/plug1/Backlog", mqtt.Topics{}.AgentStatus("gw1"), mqtt.Topics{}.DeviceCommands("pump1"),
-		mqtt.Topics{}.LeaseGrant("plant"), "$SYS/broker/x"}
+	targets := []string{"cmnd/plug1/Backlog", protocol.Topics{}.AgentStatus("gw1"), protocol.Topics{}.DeviceCommands("pump1"),
+		protocol.Topics{}.LeaseGrant("plant"), "$SYS/broker/x"}
 	var watched []<-chan []byte
 	for _, topic := range targets[:4] {
 		ch := h.sup.Watch(t, topic)
@@ -170,14 +171,14 @@ func TestItem4ReplyToConfinedToReplyNamespace(t *testing.T) {
 		cmd := set(fmt.Sprintf("r%d", i), tok, i)
 		cmd.ReplyTo = topic
 		r := h.sup.Send(t, "pump1", cmd)
-		wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+		wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 		if !strings.Contains(r.Message, "reply_to") {
 			t.Errorf("answer for reply_to %q does not name the rule: %q", topic, r.Message)
 		}
 	}
 	ok := set("ok", tok, 9)
-	ok.ReplyTo = mqtt.Topics{}.ReplyTopic("sup") + "/x"
-	wantResult(t, h.sup.Send(t, "pump1", ok), mqtt.StatusApplied, mqtt.CodeOK) // barrier: published after the others
+	ok.ReplyTo = protocol.Topics{}.ReplyTopic("sup") + "/x"
+	wantResult(t, h.sup.Send(t, "pump1", ok), protocol.StatusApplied, protocol.CodeOK) // barrier: published after the others
 	for i, ch := range watched {
 		for _, m := range drain(ch) {
 			if strings.Contains(string(m), `"id":"r`) && strings.Contains(string(m), `"status":`) {
@@ -207,14 +208,14 @@ func drain(ch <-chan []byte) [][]byte {
 func TestItem6IDReuseGetsBadRequest(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("x", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("x", h.token(41, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	r := h.sup.Send(t, "pump1", set("x", h.token(42, "B"), 2))
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	if r.Duplicate || !strings.Contains(r.Message, "id reused") {
 		t.Fatalf("reused id answered %+v", r)
 	}
 	r = h.sup.Send(t, "pump1", set("x", h.token(41, "A"), 3)) // same token, other args
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	if got := appliedIDs(t, h, "pump1"); len(got) != 1 {
 		t.Fatalf("device applied %v, want x once", got)
 	}
@@ -239,7 +240,7 @@ func TestItem8OversizePayloadRefusedBeforeQueue(t *testing.T) {
 	big := fmt.Sprintf(`{"id":"big","token":%q,"op":"set","args":{"value":"%s"}}`, a, strings.Repeat("x", 8000))
 	h.sup.PublishRaw(t, "pump1", []byte(big))
 	r := h.sup.Wait(t, "big")
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	if !strings.Contains(r.Message, "at most 4096") {
 		t.Fatalf("oversize answer %q does not give the limit", r.Message)
 	}
@@ -284,7 +285,7 @@ func (s *subscribeOrder) OnSubscribe(cl *mochi.Client, pk packets.Packet) packet
 func TestItem10GrantsBeforeCommands(t *testing.T) {
 	h := newHarness(t, "pump1")
 	h.start()
-	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, h.sup.Send(t, "pump1", set("a1", h.token(41, "A"), 1)), protocol.StatusApplied, protocol.CodeOK)
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestItem10GrantsBeforeCommands(t *testing.T) {
 	hook.mu.Lock()
 	seen := append([]string(nil), hook.seen...)
 	hook.mu.Unlock()
-	want := []string{mqtt.Topics{}.LeaseGrant("plant") + "@41", mqtt.Topics{}.DeviceCommands("pump1") + "@42"}
+	want := []string{protocol.Topics{}.LeaseGrant("plant") + "@41", protocol.Topics{}.DeviceCommands("pump1") + "@42"}
 	if len(seen) != 2 || seen[0] != want[0] || seen[1] != want[1] {
 		t.Fatalf("subscriptions (filter@durable fence) %v, want %v", seen, want)
 	}
@@ -328,7 +329,7 @@ func TestItem4ReplyToNeverADriverTopic(t *testing.T) {
 	cmd := set("r1", h.token(5, "A"), 1)
 	cmd.ReplyTo = "site/relays/plug1/cmnd/POWER"
 	r := h.sup.Send(t, "pump1", cmd)
-	wantResult(t, r, mqtt.StatusRejected, mqtt.CodeBadRequest)
+	wantResult(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 	if !strings.Contains(r.Message, "driver") {
 		t.Fatalf("refusal %q does not name the driver-topic rule", r.Message)
 	}
@@ -357,9 +358,9 @@ func TestIssue12Item7OutputCap(t *testing.T) {
 	h.cfg.Limits.MaxPayload = 256 << 10
 	h.start()
 	big := strings.Repeat("x", 100<<10)
-	cmd := mqtt.Command{ID: "big", Token: h.token(5, "A"), Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%q}`, big))}
+	cmd := protocol.Command{ID: "big", Token: h.token(5, "A"), Op: "set", Args: json.RawMessage(fmt.Sprintf(`{"value":%q}`, big))}
 	r := h.sup.Send(t, "pump1", cmd)
-	wantResult(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	wantResult(t, r, protocol.StatusApplied, protocol.CodeOK)
 	if len(r.Output) != 0 || !strings.Contains(r.Message, "dropped") {
 		t.Fatalf("over-cap output: %d bytes of output, message %q; want none and a message", len(r.Output), r.Message)
 	}

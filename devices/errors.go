@@ -6,37 +6,42 @@ import (
 	"fmt"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
-// Code is a driver failure's wire-level code (protocol v1 result codes).
-type Code string
+// Code is a driver failure's wire-level code: protocol v1's result code
+// type, so a driver's code is the code the agent answers with.
+type Code = protocol.Code
 
-// Failure codes a driver may return.
+// Failure codes a driver may return (protocol v1's codes, documented here
+// for what they mean from a driver).
 const (
 	// CodeDeviceError: the device answered with an error.
-	CodeDeviceError Code = "device_error"
+	CodeDeviceError = protocol.CodeDeviceError
 	// CodeDeviceTimeout: the deadline passed before the command reached the
 	// device, and the driver made sure it never will. A timeout after the
 	// command may have left (bytes written, a publish sent) is CodeInDoubt.
-	CodeDeviceTimeout Code = "device_timeout"
+	CodeDeviceTimeout = protocol.CodeDeviceTimeout
 	// CodeDeviceUnavailable: the device cannot be reached (unplugged,
 	// driver process down); the command did not reach it.
-	CodeDeviceUnavailable Code = "device_unavailable"
+	CodeDeviceUnavailable = protocol.CodeDeviceUnavailable
 	// CodeUnknownOp: the driver has no such op.
-	CodeUnknownOp Code = "unknown_op"
+	CodeUnknownOp = protocol.CodeUnknownOp
 	// CodeStaleToken: the device's own fence refused the token.
-	CodeStaleToken Code = "stale_token"
+	CodeStaleToken = protocol.CodeStaleToken
 	// CodeInDoubt: the command may or may not have taken effect: the driver
 	// lost the device mid-command (a plugin crashed or overran), or its
 	// deadline passed after the command may have left.
-	CodeInDoubt Code = "in_doubt"
+	CodeInDoubt = protocol.CodeInDoubt
 )
 
-// CodeOutputDropped is not a failure: the command took effect, but its
-// output was over MaxOutputBytes and was dropped. The agent answers it
-// applied/ok with a message and no output. (Reporting it as a failure
-// would tell the sender the command did not act, inviting a second apply.)
-const CodeOutputDropped Code = "output_dropped"
+// CodeOutputDropped is an internal driver code, never on the wire (it is
+// not one of protocol v1's codes). It is not a failure: the command took
+// effect, but its output was over MaxOutputBytes and was dropped. The agent
+// answers it applied/ok with a message and no output. (Reporting it as a
+// failure would tell the sender the command did not act, inviting a second
+// apply.)
+const CodeOutputDropped protocol.Code = "output_dropped"
 
 // MaxFailureMessage bounds the message of a failure that travels between
 // processes (plugins); longer messages are cut, the code and fence kept.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/agent"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/serial"
 )
 
@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 }
 
 // expect fails t unless r has status and code.
-func expect(t *testing.T, r mqtt.Result, status mqtt.Status, code mqtt.Code) {
+func expect(t *testing.T, r protocol.Result, status protocol.Status, code protocol.Code) {
 	t.Helper()
 	if r.Status != status || r.Code != code {
 		t.Fatalf("result %s: %s/%s (%s), want %s/%s", r.ID, r.Status, r.Code, r.Message, status, code)
@@ -64,18 +64,18 @@ func expectApplied(t *testing.T, tg target, before, want int) {
 func (s *suite) applyOK(t *testing.T) {
 	before := applied(t, s.fw)
 	r := s.send(t, s.fw, "ok-set", "set", `{"value":"on"}`)
-	expect(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, r, protocol.StatusApplied, protocol.CodeOK)
 	r = s.send(t, s.fw, "ok-get", "get", "")
-	expect(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, r, protocol.StatusApplied, protocol.CodeOK)
 	if string(r.Output) != `{"value":"on"}` {
 		t.Fatalf("frame get output %s", r.Output)
 	}
 	expectApplied(t, s.fw, before, 2)
 
 	r = s.send(t, s.ln, "ok-lset", "set", `{"ch":3,"value":"on"}`)
-	expect(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, r, protocol.StatusApplied, protocol.CodeOK)
 	r = s.send(t, s.ln, "ok-lget", "get", `{"ch":3}`)
-	expect(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, r, protocol.StatusApplied, protocol.CodeOK)
 	if !strings.Contains(string(r.Output), `"value":"on"`) {
 		t.Fatalf("line get output %s", r.Output)
 	}
@@ -84,10 +84,10 @@ func (s *suite) applyOK(t *testing.T) {
 func (s *suite) deviceError(t *testing.T) {
 	if s.fw.sim != nil { // the reference firmware's set needs a value
 		r := s.send(t, s.fw, "err-fw", "set", `{}`)
-		expect(t, r, mqtt.StatusFailed, mqtt.CodeDeviceError)
+		expect(t, r, protocol.StatusFailed, protocol.CodeDeviceError)
 	}
 	r := s.send(t, s.ln, "err-ln", "set", `{"ch":8,"value":"x"}`)
-	expect(t, r, mqtt.StatusFailed, mqtt.CodeDeviceError)
+	expect(t, r, protocol.StatusFailed, protocol.CodeDeviceError)
 	if !strings.Contains(r.Message, "channel 8 is read-only") {
 		t.Fatalf("message %q does not carry the device's error text", r.Message)
 	}
@@ -98,10 +98,10 @@ func (s *suite) staleByAgent(t *testing.T) {
 		t.Run(tg.dev, func(t *testing.T) {
 			seq := s.next(tg.domain)
 			args := map[string]string{frameDev: `{"value":1}`, lineDev: `{"ch":2,"value":"a"}`}[tg.dev]
-			expect(t, s.sendSeq(t, tg, tg.dev+"-new", "set", args, seq), mqtt.StatusApplied, mqtt.CodeOK)
+			expect(t, s.sendSeq(t, tg, tg.dev+"-new", "set", args, seq), protocol.StatusApplied, protocol.CodeOK)
 			before := applied(t, tg)
 			r := s.sendSeq(t, tg, tg.dev+"-old", "set", args, seq-1)
-			expect(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+			expect(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 			if r.Fence == nil || r.Fence.Seq != seq {
 				t.Fatalf("fence %+v, want seq %d", r.Fence, seq)
 			}
@@ -120,9 +120,9 @@ func (s *suite) garbage(t *testing.T) {
 				}
 			}
 			args := map[string]string{frameDev: `{"value":"g"}`, lineDev: `{"ch":4,"value":"g"}`}[tg.dev]
-			expect(t, s.send(t, tg, tg.dev+"-noisy", "set", args), mqtt.StatusApplied, mqtt.CodeOK)
+			expect(t, s.send(t, tg, tg.dev+"-noisy", "set", args), protocol.StatusApplied, protocol.CodeOK)
 			// the half message left after the reply must not spoil the next one
-			expect(t, s.send(t, tg, tg.dev+"-after-noise", "set", args), mqtt.StatusApplied, mqtt.CodeOK)
+			expect(t, s.send(t, tg, tg.dev+"-after-noise", "set", args), protocol.StatusApplied, protocol.CodeOK)
 			if !s.logged(tg.dev, "garbled input") {
 				t.Fatalf("the garbage was not reported in the agent's log for %s:\n%s", tg.dev, s.logs.String())
 			}
@@ -137,7 +137,7 @@ func (s *suite) garbledReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.send(t, s.fw, "garbled", "set", `{"value":"once"}`)
-	expect(t, r, mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, r, protocol.StatusApplied, protocol.CodeOK)
 	expectApplied(t, s.fw, before, 1)
 }
 
@@ -157,11 +157,11 @@ func (s *suite) replyTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := s.send(t, tt.tg, fmt.Sprintf("timeout-%d", i), "set", tt.args)
-			expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt)     // the request went out: it may have been applied
-			if err := sim.WaitIdle(20 * time.Second); err != nil { // the late reply has gone out
+			expect(t, r, protocol.StatusInDoubt, protocol.CodeInDoubt) // the request went out: it may have been applied
+			if err := sim.WaitIdle(20 * time.Second); err != nil {     // the late reply has gone out
 				t.Fatal(err)
 			}
-			expect(t, s.send(t, tt.tg, fmt.Sprintf("after-timeout-%d", i), "set", tt.args), mqtt.StatusApplied, mqtt.CodeOK)
+			expect(t, s.send(t, tt.tg, fmt.Sprintf("after-timeout-%d", i), "set", tt.args), protocol.StatusApplied, protocol.CodeOK)
 		})
 	}
 }
@@ -176,11 +176,11 @@ func (s *suite) stalledLine(t *testing.T) {
 	}
 	before := applied(t, s.fw)
 	r := s.send(t, s.fw, "stalled", "set", `{"value":"late"}`)
-	expect(t, r, mqtt.StatusInDoubt, mqtt.CodeInDoubt)
+	expect(t, r, protocol.StatusInDoubt, protocol.CodeInDoubt)
 	if _, err := sim.Do("resume"); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, s.send(t, s.fw, "after-stall", "set", `{"value":"now"}`), mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, s.send(t, s.fw, "after-stall", "set", `{"value":"now"}`), protocol.StatusApplied, protocol.CodeOK)
 	expectApplied(t, s.fw, before, 1)
 	if st, err := sim.Stats(); err != nil || string(st.Values["value"]) != `"now"` {
 		t.Fatalf("firmware value %s (%v), want \"now\"", st.Values["value"], err)
@@ -197,12 +197,12 @@ func (s *suite) unplug(t *testing.T) {
 			}
 			s.sup.WaitState(t, tg.dev, false)
 			r := s.send(t, tg, tg.dev+"-unplugged", "set", args)
-			expect(t, r, mqtt.StatusFailed, mqtt.CodeDeviceUnavailable)
+			expect(t, r, protocol.StatusFailed, protocol.CodeDeviceUnavailable)
 			if _, err := sim.Do("plug"); err != nil {
 				t.Fatal(err)
 			}
 			s.sup.WaitState(t, tg.dev, true)
-			expect(t, s.send(t, tg, tg.dev+"-replugged", "set", args), mqtt.StatusApplied, mqtt.CodeOK)
+			expect(t, s.send(t, tg, tg.dev+"-replugged", "set", args), protocol.StatusApplied, protocol.CodeOK)
 		})
 	}
 }
@@ -230,7 +230,7 @@ func (s *suite) secondOpener(t *testing.T) {
 // token; the firmware's own fence refuses it.
 func (s *suite) staleByFirmware(t *testing.T) {
 	high := s.next(frameDomain)
-	expect(t, s.sendSeq(t, s.fw, "before-wipe", "set", `{"value":"w"}`, high), mqtt.StatusApplied, mqtt.CodeOK)
+	expect(t, s.sendSeq(t, s.fw, "before-wipe", "set", `{"value":"w"}`, high), protocol.StatusApplied, protocol.CodeOK)
 	s.stop()
 	if err := os.RemoveAll(s.cfg.Agent.DataDir); err != nil {
 		t.Fatal(err)
@@ -238,7 +238,7 @@ func (s *suite) staleByFirmware(t *testing.T) {
 	s.start()
 	before := applied(t, s.fw)
 	r := s.sendSeq(t, s.fw, "after-wipe", "set", `{"value":"old"}`, high-5)
-	expect(t, r, mqtt.StatusRejected, mqtt.CodeStaleToken)
+	expect(t, r, protocol.StatusRejected, protocol.CodeStaleToken)
 	if r.Fence == nil || r.Fence.Seq != high || r.Fence.Holder != "sup" {
 		t.Fatalf("fence %+v, want the firmware's seq %d", r.Fence, high)
 	}

@@ -19,6 +19,7 @@ import (
 	_ "github.com/fencegate/fencegate/devices/line"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/mqtttest"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -194,14 +195,14 @@ func (s *suite) next(domain string) uint64 {
 }
 
 // send commands dev with a fresh token and returns the result.
-func (s *suite) send(t *testing.T, tg target, id, op, args string) mqtt.Result {
+func (s *suite) send(t *testing.T, tg target, id, op, args string) protocol.Result {
 	t.Helper()
 	return s.sendSeq(t, tg, id, op, args, s.next(tg.domain))
 }
 
-func (s *suite) sendSeq(t *testing.T, tg target, id, op, args string, seq uint64) mqtt.Result {
+func (s *suite) sendSeq(t *testing.T, tg target, id, op, args string, seq uint64) protocol.Result {
 	t.Helper()
-	c := mqtt.Command{ID: id, Token: s.token(t, tg.domain, seq), Op: op}
+	c := protocol.Command{ID: id, Token: s.token(t, tg.domain, seq), Op: op}
 	if args != "" {
 		c.Args = json.RawMessage(args)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Retention of acquire request ids for idempotent retries: a request is
@@ -21,10 +22,10 @@ const (
 // holder has it. Waiting acquires are served first come, first served: a
 // free domain goes to the oldest waiter, and a new acquire does not pass
 // the queue.
-func (c *Controller) acquire(ctx context.Context, name string, req Request) (Response, error) {
+func (c *Controller) acquire(ctx context.Context, name string, req protocol.Request) (protocol.Response, error) {
 	d, err := c.ref(name, true)
 	if err != nil {
-		return Response{}, err
+		return protocol.Response{}, err
 	}
 	defer c.unref(name, d)
 	w := &waiter{join: req.WaitMs > 0 && c.takeWaiterSlot()}
@@ -33,11 +34,11 @@ func (c *Controller) acquire(ctx context.Context, name string, req Request) (Res
 	}
 	start := c.clock.Now()
 	resp, changed, err := c.tryAcquire(ctx, name, d, req, w)
-	if err != nil || resp.Code != CodeHeld || !w.join {
+	if err != nil || resp.Code != protocol.CodeHeld || !w.join {
 		return resp, err
 	}
 	resp, tried, err := c.wait(ctx, name, d, req, w, resp, changed)
-	if err == nil && resp.Code == CodeGranted {
+	if err == nil && resp.Code == protocol.CodeGranted {
 		// The attempt that granted began tried-start after the request
 		// arrived; the lease's TTL runs from after it. A client counting
 		// from when it sent, plus this, stays on the safe side.
@@ -66,14 +67,14 @@ type waiter struct {
 // wait retries a held acquire whenever the domain changes or its lease
 // should have expired, until it is granted, req.WaitMs has passed or ctx
 // ends; it leaves the queue on return.
-func (c *Controller) wait(ctx context.Context, name string, d *domain, req Request, w *waiter, resp Response, changed <-chan struct{}) (Response, time.Time, error) {
+func (c *Controller) wait(ctx context.Context, name string, d *domain, req protocol.Request, w *waiter, resp protocol.Response, changed <-chan struct{}) (protocol.Response, time.Time, error) {
 	defer c.leave(d, w)
 	end := c.clock.Now().Add(msDuration(req.WaitMs))
 	var (
 		err   error
 		tried time.Time // when the last attempt began
 	)
-	for resp.Code == CodeHeld {
+	for resp.Code == protocol.CodeHeld {
 		left := end.Sub(c.clock.Now())
 		if left <= 0 {
 			return resp, tried, nil
@@ -120,15 +121,15 @@ func (c *Controller) nextLook(left, expires time.Duration) time.Duration {
 // its response and a channel closed when the domain next changes. A held
 // answer queues w if it is to join; any other answer takes it out of the
 // queue. A new token is handed to OnGrant after the domain is unlocked.
-func (c *Controller) tryAcquire(ctx context.Context, name string, d *domain, req Request, w *waiter) (Response, <-chan struct{}, error) {
+func (c *Controller) tryAcquire(ctx context.Context, name string, d *domain, req protocol.Request, w *waiter) (protocol.Response, <-chan struct{}, error) {
 	if err := c.lockLoaded(ctx, name, d); err != nil {
-		return Response{}, nil, err
+		return protocol.Response{}, nil, err
 	}
 	resp, tok, err := c.acquireLocked(ctx, name, d, req, w.ticket)
 	switch {
-	case err == nil && resp.Code == CodeHeld && w.join && w.ticket == 0:
+	case err == nil && resp.Code == protocol.CodeHeld && w.join && w.ticket == 0:
 		w.ticket = d.enqueue()
-	case resp.Code != CodeHeld && w.ticket != 0:
+	case resp.Code != protocol.CodeHeld && w.ticket != 0:
 		d.dequeue(w.ticket)
 		w.ticket = 0
 	}
@@ -142,7 +143,7 @@ func (c *Controller) tryAcquire(ctx context.Context, name string, d *domain, req
 
 // acquireLocked decides an acquire with queue ticket (0: not queued); d.mu
 // is held. tok is set when a new lease was committed.
-func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, req Request, ticket uint64) (Response, fence.Token, error) {
+func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, req protocol.Request, ticket uint64) (protocol.Response, fence.Token, error) {
 	now := c.clock.Now()
 	if q, ok := d.rec.findRequest(req.RequestID); ok {
 		resp, err := retried(d, q, req, now)
@@ -151,35 +152,35 @@ func (c *Controller) acquireLocked(ctx context.Context, name string, d *domain, 
 	live := d.live(now)
 	switch {
 	case live && d.rec.Lease.Holder != req.Holder:
-		return Response{Code: CodeHeld, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, fence.Token{}, nil
+		return protocol.Response{Code: protocol.CodeHeld, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, fence.Token{}, nil
 	case !live && !d.first(ticket):
-		return Response{Code: CodeHeld, Message: "earlier waiting acquires go first"}, fence.Token{}, nil
+		return protocol.Response{Code: protocol.CodeHeld, Message: "earlier waiting acquires go first"}, fence.Token{}, nil
 	}
 	return c.grant(ctx, name, d, req, now)
 }
 
 // retried answers a request id seen before: the same grant while it is the
 // live lease, CodeExpired once it is not.
-func retried(d *domain, q RequestRecord, req Request, now time.Time) (Response, error) {
+func retried(d *domain, q RequestRecord, req protocol.Request, now time.Time) (protocol.Response, error) {
 	if q.Holder != req.Holder {
-		return Response{}, fmt.Errorf("%w: request_id %q belongs to holder %q", ErrBadRequest, q.ID, q.Holder)
+		return protocol.Response{}, fmt.Errorf("%w: request_id %q belongs to holder %q", ErrBadRequest, q.ID, q.Holder)
 	}
 	if d.live(now) && d.rec.Lease.Seq == q.Seq {
-		return Response{OK: true, Code: CodeGranted, Token: d.rec.Lease.Token, Holder: q.Holder, ExpiresInMs: floorMs(d.remaining(now))}, nil
+		return protocol.Response{OK: true, Code: protocol.CodeGranted, Token: d.rec.Lease.Token, Holder: q.Holder, ExpiresInMs: floorMs(d.remaining(now))}, nil
 	}
-	return Response{Code: CodeExpired, Holder: q.Holder}, nil
+	return protocol.Response{Code: protocol.CodeExpired, Holder: q.Holder}, nil
 }
 
 // grant mints the domain's next token for req, makes it durable and starts
 // its lease; d.mu is held.
-func (c *Controller) grant(ctx context.Context, name string, d *domain, req Request, now time.Time) (Response, fence.Token, error) {
+func (c *Controller) grant(ctx context.Context, name string, d *domain, req protocol.Request, now time.Time) (protocol.Response, fence.Token, error) {
 	if err := c.checkFloor(ctx, name, d.rec.Seq+1); err != nil {
-		return Response{}, fence.Token{}, err
+		return protocol.Response{}, fence.Token{}, err
 	}
 	tok, err := c.signer.Sign(fence.Token{Domain: name, Epoch: c.epoch, Seq: d.rec.Seq + 1, Holder: req.Holder,
 		IssuedAt: now.UnixMilli(), TTLms: uint32(req.TTLms)})
 	if err != nil {
-		return Response{}, fence.Token{}, fmt.Errorf("grant %s: %w", name, err)
+		return protocol.Response{}, fence.Token{}, fmt.Errorf("grant %s: %w", name, err)
 	}
 	next := d.rec.clone()
 	next.Seq = tok.Seq
@@ -189,13 +190,13 @@ func (c *Controller) grant(ctx context.Context, name string, d *domain, req Requ
 		AtMs: now.UnixMilli(), TTLms: req.TTLms})
 	next.Requests = pruneRequests(next.Requests, now.UnixMilli(), tok.Seq)
 	if err := c.commit(ctx, name, d, next); err != nil {
-		return Response{}, fence.Token{}, err
+		return protocol.Response{}, fence.Token{}, err
 	}
 	// The lease runs from after the commit: the controller never expires it
 	// before a holder counting from its own request could.
 	d.setDeadline(c.clock.Now().Add(msDuration(req.TTLms)))
 	d.wake() // queued waiters learn the new lease's expiry
-	resp := Response{OK: true, Code: CodeGranted, Token: tok.Raw, Holder: req.Holder, ExpiresInMs: int64(req.TTLms)}
+	resp := protocol.Response{OK: true, Code: protocol.CodeGranted, Token: tok.Raw, Holder: req.Holder, ExpiresInMs: int64(req.TTLms)}
 	return resp, tok, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // BenchmarkGrant measures durable grants (token signed, record fsynced in
@@ -42,8 +43,8 @@ func BenchmarkGrant(b *testing.B) {
 // mustGrant acquires domain as one holder under a new request id: each call
 // supersedes the last and mints a new token.
 func mustGrant(b *testing.B, c *lease.Controller, domain, id string) {
-	r := c.Do(context.Background(), lease.OpAcquire, domain, lease.Request{RequestID: id, Holder: "bench", TTLms: 60000})
-	if r.Code != lease.CodeGranted {
+	r := c.Do(context.Background(), protocol.OpAcquire, domain, protocol.Request{RequestID: id, Holder: "bench", TTLms: 60000})
+	if r.Code != protocol.CodeGranted {
 		b.Errorf("acquire: %+v", r)
 	}
 }

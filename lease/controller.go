@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Defaults of Config.
@@ -76,7 +77,7 @@ type Config struct {
 // Observer receives the outcome of every operation. It is called
 // concurrently, with no controller lock held, and must not block.
 type Observer interface {
-	Observe(op Op, code Code, took time.Duration)
+	Observe(op protocol.LeaseOp, code protocol.Code, took time.Duration)
 }
 
 // Controller grants, renews and releases leases. Its methods are safe for
@@ -202,7 +203,7 @@ func (c *Controller) Keys() []ed25519.PublicKey {
 // It never fails: bad input is CodeBadRequest, a store failure
 // CodeInternal (and a log line). ctx bounds an acquire's wait and the wait
 // for room in the store's queue.
-func (c *Controller) Do(ctx context.Context, op Op, domain string, req Request) Response {
+func (c *Controller) Do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	start := c.clock.Now()
 	resp := c.do(ctx, op, domain, req)
 	resp.RequestID = req.RequestID
@@ -212,7 +213,7 @@ func (c *Controller) Do(ctx context.Context, op Op, domain string, req Request) 
 	return resp
 }
 
-func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) Response {
+func (c *Controller) do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	if err := fence.CheckID("domain", domain); err != nil {
 		return BadRequest(fmt.Errorf("%w: %v", ErrBadRequest, err))
 	}
@@ -227,14 +228,14 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 	case errors.Is(err, ErrBadRequest):
 		return BadRequest(err)
 	case errors.Is(err, ErrBusy):
-		return Response{Code: CodeBusy, Message: err.Error()}
+		return protocol.Response{Code: protocol.CodeBusy, Message: err.Error()}
 	case errors.Is(err, ErrEpochBehind):
 		c.log.Error("grant refused", "op", op, "domain", domain, "err", err)
-		return Response{Code: CodeInternal, Message: err.Error()}
+		return protocol.Response{Code: protocol.CodeInternal, Message: err.Error()}
 	}
 	if err != nil {
 		c.log.Error("lease operation failed", "op", op, "domain", domain, "err", err)
-		return Response{Code: CodeInternal, Message: "internal error"}
+		return protocol.Response{Code: protocol.CodeInternal, Message: "internal error"}
 	}
 	return resp
 }
@@ -243,7 +244,7 @@ func (c *Controller) do(ctx context.Context, op Op, domain string, req Request) 
 // compare-and-put race (only a Shared store's replicas race), at most
 // MaxConflictRetries times more. A waiting acquire that lost a race waits
 // anew.
-func (c *Controller) run(ctx context.Context, op Op, domain string, req Request) (Response, error) {
+func (c *Controller) run(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) (protocol.Response, error) {
 	for attempt := 0; ; attempt++ {
 		resp, err := c.runOnce(ctx, op, domain, req)
 		if !errors.Is(err, ErrConflict) || attempt >= MaxConflictRetries {
@@ -252,15 +253,15 @@ func (c *Controller) run(ctx context.Context, op Op, domain string, req Request)
 	}
 }
 
-func (c *Controller) runOnce(ctx context.Context, op Op, domain string, req Request) (Response, error) {
-	var resp Response
+func (c *Controller) runOnce(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) (protocol.Response, error) {
+	var resp protocol.Response
 	var err error
 	switch op {
-	case OpAcquire:
+	case protocol.OpAcquire:
 		resp, err = c.acquire(ctx, domain, req)
-	case OpRenew:
+	case protocol.OpRenew:
 		resp, err = c.renew(ctx, domain, req)
-	case OpRelease:
+	case protocol.OpRelease:
 		resp, err = c.release(ctx, domain, req)
 	default:
 		resp, err = c.get(ctx, domain)
@@ -269,8 +270,8 @@ func (c *Controller) runOnce(ctx context.Context, op Op, domain string, req Requ
 }
 
 // BadRequest is the response to a request rejected with err.
-func BadRequest(err error) Response {
-	return Response{Code: CodeBadRequest, Message: err.Error()}
+func BadRequest(err error) protocol.Response {
+	return protocol.Response{Code: protocol.CodeBadRequest, Message: err.Error()}
 }
 
 // Domains counts the domains held in memory (see Config.MaxDomains).

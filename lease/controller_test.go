@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,7 +49,7 @@ func TestRestartHonoursStoredLease(t *testing.T) {
 	env := leasetest.Env{Client: leasetest.Direct{C: c}, Clock: clock, Keys: keys}
 	a := leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "d", "alice", 10*time.Second))
 	b := leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "e", "alice", 10*time.Second))
-	leasetest.Want(t, c.Do(context.Background(), lease.OpRelease, "e", lease.Request{Token: b.Raw}), lease.CodeReleased)
+	leasetest.Want(t, c.Do(context.Background(), protocol.OpRelease, "e", protocol.Request{Token: b.Raw}), protocol.CodeReleased)
 	clock.Advance(9 * time.Second)
 	st.Close()
 
@@ -58,9 +59,9 @@ func TestRestartHonoursStoredLease(t *testing.T) {
 	defer st.Close()
 	env.Client, env.Clock = leasetest.Direct{C: c}, clock2
 	clock2.Advance(9 * time.Second)
-	leasetest.Want(t, leasetest.Acquire(t, env.Client, "d", "bob", time.Second), lease.CodeHeld)
-	r := c.Do(context.Background(), lease.OpRenew, "d", lease.Request{Token: a.Raw})
-	if r.Code != lease.CodeRenewed || r.Token != a.Raw {
+	leasetest.Want(t, leasetest.Acquire(t, env.Client, "d", "bob", time.Second), protocol.CodeHeld)
+	r := c.Do(context.Background(), protocol.OpRenew, "d", protocol.Request{Token: a.Raw})
+	if r.Code != protocol.CodeRenewed || r.Token != a.Raw {
 		t.Fatalf("renew after restart: %+v", r)
 	}
 	b2 := leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "e", "bob", time.Second))
@@ -121,8 +122,8 @@ func TestConcurrentClients(t *testing.T) {
 			domain := []string{"a", "b", "c", "d"}[i%4]
 			holder := []string{"h1", "h2", "h3"}[i%3]
 			for range 40 {
-				r := c.Do(context.Background(), lease.OpAcquire, domain, lease.Request{RequestID: leasetest.ID(), Holder: holder, TTLms: 100, WaitMs: 50})
-				if r.Code != lease.CodeGranted {
+				r := c.Do(context.Background(), protocol.OpAcquire, domain, protocol.Request{RequestID: leasetest.ID(), Holder: holder, TTLms: 100, WaitMs: 50})
+				if r.Code != protocol.CodeGranted {
 					continue
 				}
 				tok, err := keys.Verify(r.Token)
@@ -139,7 +140,7 @@ func TestConcurrentClients(t *testing.T) {
 				}
 				seen[domain][tok.Seq] = r.Token
 				mu.Unlock()
-				c.Do(context.Background(), lease.OpRelease, domain, lease.Request{Token: r.Token})
+				c.Do(context.Background(), protocol.OpRelease, domain, protocol.Request{Token: r.Token})
 			}
 		}()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // heapAlloc is the live heap after a full collection.
@@ -36,12 +37,12 @@ func TestUnboundedDomainMap(t *testing.T) {
 	before := heapAlloc()
 	for i := range n {
 		name := fmt.Sprintf("ghost-%d", i)
-		if r := c.Do(ctx, lease.OpGet, name, lease.Request{}); r.Code != lease.CodeReleased {
+		if r := c.Do(ctx, protocol.OpGet, name, protocol.Request{}); r.Code != protocol.CodeReleased {
 			t.Fatalf("get %s: %+v", name, r)
 		}
 	}
-	for _, op := range []lease.Op{lease.OpRenew, lease.OpRelease} {
-		if r := c.Do(ctx, op, "ghost-1", lease.Request{Token: foreign.Raw}); r.Code != lease.CodeNotHolder {
+	for _, op := range []protocol.LeaseOp{protocol.OpRenew, protocol.OpRelease} {
+		if r := c.Do(ctx, op, "ghost-1", protocol.Request{Token: foreign.Raw}); r.Code != protocol.CodeNotHolder {
 			t.Fatalf("%s of an unknown domain: %+v, want not_holder", op, r)
 		}
 	}
@@ -69,11 +70,11 @@ func TestDomainAllowList(t *testing.T) {
 	c, st, _ := leasetest.MustController(t, lease.Config{Domains: []string{"press-*", "line[0-9]"}})
 	ctx := context.Background()
 	for _, name := range []string{"press-7", "line3"} {
-		leasetest.Want(t, leasetest.Acquire(t, leasetest.Direct{C: c}, name, "alice", time.Minute), lease.CodeGranted)
+		leasetest.Want(t, leasetest.Acquire(t, leasetest.Direct{C: c}, name, "alice", time.Minute), protocol.CodeGranted)
 	}
-	for _, op := range []lease.Op{lease.OpAcquire, lease.OpGet} {
-		r := c.Do(ctx, op, "oven", lease.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000})
-		if r.Code != lease.CodeBadRequest || !strings.Contains(r.Message, `"oven"`) || !strings.Contains(r.Message, "press-*") {
+	for _, op := range []protocol.LeaseOp{protocol.OpAcquire, protocol.OpGet} {
+		r := c.Do(ctx, op, "oven", protocol.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000})
+		if r.Code != protocol.CodeBadRequest || !strings.Contains(r.Message, `"oven"`) || !strings.Contains(r.Message, "press-*") {
 			t.Fatalf("%s of a domain outside the allow-list: %+v, want bad_request naming it and the patterns", op, r)
 		}
 	}
@@ -99,12 +100,12 @@ func TestMaxDomains(t *testing.T) {
 	a := leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "a", "alice", time.Minute))
 	leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "b", "alice", time.Second))
 	r := leasetest.Acquire(t, env.Client, "c", "alice", time.Minute)
-	if r.Code != lease.CodeBusy || r.OK || !strings.Contains(r.Message, "max_domains") {
+	if r.Code != protocol.CodeBusy || r.OK || !strings.Contains(r.Message, "max_domains") {
 		t.Fatalf("acquire beyond max domains: %+v, want busy naming max_domains", r)
 	}
 	clock.Advance(2 * time.Second) // b expires: idle
 	leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "c", "alice", time.Minute))
-	leasetest.Want(t, c.Do(ctx, lease.OpRelease, "a", lease.Request{Token: a.Raw}), lease.CodeReleased)
+	leasetest.Want(t, c.Do(ctx, protocol.OpRelease, "a", protocol.Request{Token: a.Raw}), protocol.CodeReleased)
 	if n := c.Domains(); n != 1 {
 		t.Fatalf("%d domains in memory after a release and an expiry, want 1 (c)", n)
 	}

@@ -1,12 +1,17 @@
 package lease
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fencegate/fencegate/protocol"
+)
 
 // Errors of the lease package; test with errors.Is.
 var (
 	// ErrBadRequest: a request is malformed or out of range. Its message
-	// says which field and why; it is answered CodeBadRequest.
-	ErrBadRequest = errors.New("lease: bad request")
+	// says which field and why; it is answered CodeBadRequest. It is
+	// protocol.ErrBadLeaseRequest, which the request decoding wraps too.
+	ErrBadRequest = protocol.ErrBadLeaseRequest
 	// ErrConflict: a Store's compare-and-put found a record newer than the
 	// one the caller read (another writer got there first).
 	ErrConflict = errors.New("lease: store record changed concurrently")

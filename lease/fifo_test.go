@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // TestWaitingAcquiresFIFO (issue 11): acquires waiting for a held domain
@@ -20,14 +21,14 @@ func TestWaitingAcquiresFIFO(t *testing.T) {
 	env := leasetest.Env{Client: leasetest.Direct{C: c}, Clock: clock, Keys: keys}
 	token := leasetest.Verified(t, env, leasetest.Acquire(t, env.Client, "d", "holder", time.Minute)).Raw
 	const n = 6
-	done := make([]chan lease.Response, n)
+	done := make([]chan protocol.Response, n)
 	for i := range done {
 		done[i] = queueWaiter(t, c, clock, fmt.Sprintf("w%d", i))
 	}
 	for i := range n {
-		leasetest.Want(t, c.Do(context.Background(), lease.OpRelease, "d", lease.Request{Token: token}), lease.CodeReleased)
+		leasetest.Want(t, c.Do(context.Background(), protocol.OpRelease, "d", protocol.Request{Token: token}), protocol.CodeReleased)
 		// A newcomer right after the release does not pass the queue.
-		leasetest.Want(t, leasetest.Acquire(t, env.Client, "d", "carol", time.Minute), lease.CodeHeld)
+		leasetest.Want(t, leasetest.Acquire(t, env.Client, "d", "carol", time.Minute), protocol.CodeHeld)
 		got, r := firstAnswer(t, done[i:])
 		if got != 0 {
 			t.Fatalf("release %d handed the domain to waiter w%d (%+v), want w%d: not first come, first served", i, i+got, r, i)
@@ -42,11 +43,11 @@ func TestWaitingAcquiresFIFO(t *testing.T) {
 
 // queueWaiter starts an acquire for holder waiting up to 50 s and returns
 // once it waits (the clock holds one more timer).
-func queueWaiter(t *testing.T, c *lease.Controller, clock *leasetest.Clock, holder string) chan lease.Response {
+func queueWaiter(t *testing.T, c *lease.Controller, clock *leasetest.Clock, holder string) chan protocol.Response {
 	before := clock.Timers()
-	ch := make(chan lease.Response, 1)
+	ch := make(chan protocol.Response, 1)
 	go func() {
-		ch <- c.Do(context.Background(), lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: holder,
+		ch <- c.Do(context.Background(), protocol.OpAcquire, "d", protocol.Request{RequestID: leasetest.ID(), Holder: holder,
 			TTLms: 60_000, WaitMs: 50_000})
 	}()
 	deadline := time.After(10 * time.Second)
@@ -64,7 +65,7 @@ func queueWaiter(t *testing.T, c *lease.Controller, clock *leasetest.Clock, hold
 
 // firstAnswer returns the index of the first of chans to answer, and its
 // answer.
-func firstAnswer(t *testing.T, chans []chan lease.Response) (int, lease.Response) {
+func firstAnswer(t *testing.T, chans []chan protocol.Response) (int, protocol.Response) {
 	deadline := time.After(10 * time.Second)
 	for {
 		for i, ch := range chans {

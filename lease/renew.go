@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // lockFor verifies the token req names and locks its domain if the
 // controller or the store knows it (see lockExisting); on error, or for an
 // unknown domain (nil), nothing is locked. The caller ends with c.done.
-func (c *Controller) lockFor(ctx context.Context, name string, req Request) (fence.Token, *domain, error) {
+func (c *Controller) lockFor(ctx context.Context, name string, req protocol.Request) (fence.Token, *domain, error) {
 	tok, err := c.verify(name, req)
 	if err != nil {
 		return fence.Token{}, nil, err
@@ -21,10 +22,10 @@ func (c *Controller) lockFor(ctx context.Context, name string, req Request) (fen
 }
 
 // renew extends the live lease req.Token names, keeping its token.
-func (c *Controller) renew(ctx context.Context, name string, req Request) (Response, error) {
+func (c *Controller) renew(ctx context.Context, name string, req protocol.Request) (protocol.Response, error) {
 	tok, d, err := c.lockFor(ctx, name, req)
 	if err != nil || d == nil {
-		return Response{Code: CodeNotHolder}, err
+		return protocol.Response{Code: protocol.CodeNotHolder}, err
 	}
 	defer c.done(name, d)
 	now := c.clock.Now()
@@ -44,19 +45,19 @@ func (c *Controller) renew(ctx context.Context, name string, req Request) (Respo
 		next := d.rec.clone()
 		next.Lease.TTLms = ttl
 		if err := c.commit(ctx, name, d, next); err != nil {
-			return Response{}, err
+			return protocol.Response{}, err
 		}
 	}
 	d.setDeadline(c.clock.Now().Add(msDuration(ttl)))
-	return Response{OK: true, Code: CodeRenewed, Token: l.Token, Holder: l.Holder, ExpiresInMs: int64(ttl)}, nil
+	return protocol.Response{OK: true, Code: protocol.CodeRenewed, Token: l.Token, Holder: l.Holder, ExpiresInMs: int64(ttl)}, nil
 }
 
 // release ends the lease req.Token names, expired or not, and wakes
 // waiting acquires.
-func (c *Controller) release(ctx context.Context, name string, req Request) (Response, error) {
+func (c *Controller) release(ctx context.Context, name string, req protocol.Request) (protocol.Response, error) {
 	tok, d, err := c.lockFor(ctx, name, req)
 	if err != nil || d == nil {
-		return Response{Code: CodeNotHolder}, err
+		return protocol.Response{Code: protocol.CodeNotHolder}, err
 	}
 	defer c.done(name, d)
 	if l := d.rec.Lease; l == nil || l.Token != tok.Raw {
@@ -65,34 +66,34 @@ func (c *Controller) release(ctx context.Context, name string, req Request) (Res
 	next := d.rec.clone()
 	next.Lease = nil
 	if err := c.commit(ctx, name, d, next); err != nil {
-		return Response{}, err
+		return protocol.Response{}, err
 	}
 	d.free()
-	return Response{OK: true, Code: CodeReleased, Holder: tok.Holder}, nil
+	return protocol.Response{OK: true, Code: protocol.CodeReleased, Holder: tok.Holder}, nil
 }
 
 // get reports name's live lease (CodeHeld), its expired one (CodeExpired)
 // or that it is free (CodeReleased); all with OK set.
-func (c *Controller) get(ctx context.Context, name string) (Response, error) {
+func (c *Controller) get(ctx context.Context, name string) (protocol.Response, error) {
 	d, err := c.lockExisting(ctx, name)
 	if err != nil || d == nil {
-		return Response{OK: true, Code: CodeReleased}, err
+		return protocol.Response{OK: true, Code: protocol.CodeReleased}, err
 	}
 	defer c.done(name, d)
 	now := c.clock.Now()
 	l := d.rec.Lease
 	switch {
 	case l == nil:
-		return Response{OK: true, Code: CodeReleased}, nil
+		return protocol.Response{OK: true, Code: protocol.CodeReleased}, nil
 	case !d.live(now):
-		return Response{OK: true, Code: CodeExpired, Token: l.Token, Holder: l.Holder}, nil
+		return protocol.Response{OK: true, Code: protocol.CodeExpired, Token: l.Token, Holder: l.Holder}, nil
 	}
-	return Response{OK: true, Code: CodeHeld, Token: l.Token, Holder: l.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, nil
+	return protocol.Response{OK: true, Code: protocol.CodeHeld, Token: l.Token, Holder: l.Holder, ExpiresInMs: ceilMs(d.remaining(now))}, nil
 }
 
 // verify checks req.Token's signature and that it belongs to name and to
 // req.Holder if one is given. Errors wrap ErrBadRequest.
-func (c *Controller) verify(name string, req Request) (fence.Token, error) {
+func (c *Controller) verify(name string, req protocol.Request) (fence.Token, error) {
 	tok, err := c.keys.Verify(req.Token)
 	switch {
 	case err != nil:
@@ -108,21 +109,21 @@ func (c *Controller) verify(name string, req Request) (fence.Token, error) {
 // current reports whether tok is d's live lease; if not, it returns the
 // answer: CodeExpired for that lease past its time, CodeNotHolder for a
 // released or superseded one. d.mu is held.
-func current(d *domain, tok fence.Token, now time.Time) (Response, bool) {
+func current(d *domain, tok fence.Token, now time.Time) (protocol.Response, bool) {
 	l := d.rec.Lease
 	switch {
 	case l == nil || l.Token != tok.Raw:
 		return notHolder(d, now), false
 	case !d.live(now):
-		return Response{Code: CodeExpired, Token: l.Token, Holder: l.Holder}, false
+		return protocol.Response{Code: protocol.CodeExpired, Token: l.Token, Holder: l.Holder}, false
 	}
-	return Response{}, true
+	return protocol.Response{}, true
 }
 
 // notHolder answers CodeNotHolder, naming the live holder if there is one.
-func notHolder(d *domain, now time.Time) Response {
+func notHolder(d *domain, now time.Time) protocol.Response {
 	if d.live(now) {
-		return Response{Code: CodeNotHolder, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}
+		return protocol.Response{Code: protocol.CodeNotHolder, Holder: d.rec.Lease.Holder, ExpiresInMs: ceilMs(d.remaining(now))}
 	}
-	return Response{Code: CodeNotHolder}
+	return protocol.Response{Code: protocol.CodeNotHolder}
 }

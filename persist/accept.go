@@ -13,10 +13,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
-// MaxCommandIDLen is the longest command id, in bytes.
-const MaxCommandIDLen = 128
+// MaxCommandIDLen is the longest command id, in bytes: protocol v1's limit.
+const MaxCommandIDLen = protocol.MaxCommandIDLen
 
 // Outcome is what Accept or Raise decided.
 type Outcome int

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/mqtttest"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // TestAttackWaitHandoverSucceedsForReleasedLease breaks the SDK's promise
@@ -37,7 +37,7 @@ func TestAttackWaitHandoverSucceedsForReleasedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	holdWatch(t, l2, "ghost1")
-	awaitSubscribed(t, s, mqtt.Topics{}.DeviceState("ghost1"), "sup-A")
+	awaitSubscribed(t, s, protocol.Topics{}.DeviceState("ghost1"), "sup-A")
 	wins := 0
 	for range 200 {
 		err := l1.WaitHandover(ctxT(t, 10*time.Second), "ghost1")

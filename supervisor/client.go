@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -34,7 +35,7 @@ type Config struct {
 // use. Close it when done.
 type Client struct {
 	cfg    Config
-	topics mqtt.Topics
+	topics protocol.Topics
 	client paho.Client
 	reply  string // this client's reply topic: Topics.ReplyTopic(client id); replies may use subtopics
 
@@ -72,7 +73,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.MQTT.Validate("mqtt"); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	c := &Client{cfg: cfg, topics: mqtt.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{},
+	c := &Client{cfg: cfg, topics: protocol.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{},
 		watches: map[string]*stateWatch{}, closed: make(chan struct{}), subscribed: make(chan error, 1)}
 	c.reply = c.topics.ReplyTopic(cfg.MQTT.ClientID)
 	opts, err := cfg.MQTT.ClientOptions(c.onConnect)
@@ -133,7 +134,7 @@ func (c *Client) resubscribeStates(pc paho.Client) {
 func (c *Client) Holder() string { return c.cfg.Holder }
 
 // Topics returns the protocol topics this client uses.
-func (c *Client) Topics() mqtt.Topics { return c.topics }
+func (c *Client) Topics() protocol.Topics { return c.topics }
 
 // Close disconnects. Leases it holds are lost at once (their Done closes)
 // but not released: use Lease.Release first for a prompt hand-over. Close

@@ -19,7 +19,7 @@
 // lost, so a lost reply never applies a command twice; the agent's answer
 // comes back as a Result and, unless applied, an error that errors.Is one
 // of this package's sentinels. Replies come to the client's topic in the
-// reply namespace, mqtt.Topics.ReplyTopic(client id).
+// reply namespace, protocol.Topics.ReplyTopic(client id).
 //
 // The lease does not guard the device: a paused process can wake up after
 // its lease expired and send before it notices. The agent's fence rejects

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Sentinels for results and lease outcomes; test with errors.Is.
@@ -49,17 +49,17 @@ var (
 	ErrNoAnswer = errors.New("supervisor: no answer from the controller")
 )
 
-var codeErrors = map[mqtt.Code]error{
-	mqtt.CodeStaleToken: ErrStale, mqtt.CodeInvalidToken: ErrInvalidToken, mqtt.CodeWrongDomain: ErrWrongDomain,
-	mqtt.CodeBadRequest: ErrBadRequest, mqtt.CodeExpired: ErrExpired, mqtt.CodeUnknownOp: ErrUnknownOp,
-	mqtt.CodeBusy: ErrBusy, mqtt.CodeDeviceError: ErrDeviceError, mqtt.CodeDeviceTimeout: ErrDeviceTimeout,
-	mqtt.CodeDeviceUnavailable: ErrDeviceUnavailable, mqtt.CodeInDoubt: ErrInDoubt, mqtt.CodeInternal: ErrInternal,
+var codeErrors = map[protocol.Code]error{
+	protocol.CodeStaleToken: ErrStale, protocol.CodeInvalidToken: ErrInvalidToken, protocol.CodeWrongDomain: ErrWrongDomain,
+	protocol.CodeBadRequest: ErrBadRequest, protocol.CodeExpired: ErrExpired, protocol.CodeUnknownOp: ErrUnknownOp,
+	protocol.CodeBusy: ErrBusy, protocol.CodeDeviceError: ErrDeviceError, protocol.CodeDeviceTimeout: ErrDeviceTimeout,
+	protocol.CodeDeviceUnavailable: ErrDeviceUnavailable, protocol.CodeInDoubt: ErrInDoubt, protocol.CodeInternal: ErrInternal,
 }
 
 // ResultError is a result other than applied. It matches the sentinel of
 // its code with errors.Is.
 type ResultError struct {
-	Result mqtt.Result
+	Result protocol.Result
 }
 
 func (e *ResultError) Error() string {
@@ -76,8 +76,8 @@ func (e *ResultError) Is(target error) bool {
 }
 
 // resultError returns nil for an applied result and a *ResultError otherwise.
-func resultError(r mqtt.Result) error {
-	if r.Status == mqtt.StatusApplied {
+func resultError(r protocol.Result) error {
+	if r.Status == protocol.StatusApplied {
 		return nil
 	}
 	return &ResultError{Result: r}

@@ -9,7 +9,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // WaitHandover waits until the agent owning device reports (in its
@@ -56,7 +56,7 @@ func (l *Lease) WaitHandover(ctx context.Context, device string) error {
 }
 
 // handoverState is a device's retained state.
-type handoverState = mqtt.DeviceState
+type handoverState = protocol.DeviceState
 
 // judgeHandover decides on one state of device: (true, nil) the device is
 // fenced at this lease; (true, err) it will not be; (false, nil) not yet.

@@ -10,7 +10,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/internal/stack"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -96,7 +96,7 @@ func TestWaitHandoverConcurrentCalls(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- l.WaitHandover(ctxT(t, 20*time.Second), "ghost1") }()
-	awaitSubscribed(t, s, mqtt.Topics{}.DeviceState("ghost1"), "sup-A")
+	awaitSubscribed(t, s, protocol.Topics{}.DeviceState("ghost1"), "sup-A")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := l.WaitHandover(ctx, "ghost1"); !errors.Is(err, context.DeadlineExceeded) {
@@ -121,12 +121,12 @@ func TestWaitHandoverAcrossReconnect(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.WaitHandover(ctxT(t, 25*time.Second), "ghost1") }()
-	topic := mqtt.Topics{}.DeviceState("ghost1")
+	topic := protocol.Topics{}.DeviceState("ghost1")
 	awaitSubscribed(t, s, topic, "sup-A")
 	p.kick()
 	// A lease round trip proves the client is back (clean session: the
 	// broker forgot its subscriptions).
-	if _, err := a.LeaseRequest(ctxT(t, 20*time.Second), "plant", lease.OpGet, lease.Request{}); err != nil {
+	if _, err := a.LeaseRequest(ctxT(t, 20*time.Second), "plant", protocol.OpGet, protocol.Request{}); err != nil {
 		t.Fatal(err)
 	}
 	publishState(t, ghost, "ghost1", "plant", l.Fence().Fence())
@@ -140,14 +140,14 @@ func TestWaitHandoverAcrossReconnect(t *testing.T) {
 func publishState(t *testing.T, sup *mqtttest.Supervisor, device, domain string, f fence.Fence) {
 	t.Helper()
 	st := struct {
-		mqtt.DeviceState
+		protocol.DeviceState
 		Domain string `json:"domain,omitempty"`
-	}{mqtt.DeviceState{Device: device, Agent: "ghost", Online: true, Fence: &f, UpdatedAt: time.Now().UTC().Format(time.RFC3339)}, domain}
+	}{protocol.DeviceState{Device: device, Agent: "ghost", Online: true, Fence: &f, UpdatedAt: time.Now().UTC().Format(time.RFC3339)}, domain}
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := mqtt.Topics{}.DeviceState(device)
+	topic := protocol.Topics{}.DeviceState(device)
 	if err := mqtt.Wait(sup.Client().Publish(topic, 1, true, b), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}

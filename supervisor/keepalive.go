@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // keepalive renews the lease about every third of its TTL until it is lost.
@@ -54,14 +54,14 @@ func (l *Lease) renewOnce() bool {
 		case <-ctx.Done():
 		}
 	}()
-	resp, err := l.c.leaseCall(ctx, l.domain, lease.OpRenew, lease.Request{Token: l.token.Raw}, 0)
+	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRenew, protocol.Request{Token: l.token.Raw}, 0)
 	switch {
 	case err != nil:
 		return false
-	case resp.Code == lease.CodeRenewed:
+	case resp.Code == protocol.CodeRenewed:
 		l.confirm(sent)
 		return true
-	case resp.Code == lease.CodeExpired || resp.Code == lease.CodeNotHolder:
+	case resp.Code == protocol.CodeExpired || resp.Code == protocol.CodeNotHolder:
 		l.lose(fmt.Errorf("renewal refused: %s", resp.Code))
 	}
 	return false

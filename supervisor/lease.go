@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // AcquireOptions tune Acquire.
@@ -46,22 +45,22 @@ func (c *Client) Acquire(ctx context.Context, domain string, o AcquireOptions) (
 	if err := fence.CheckID("domain", domain); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	if err := lease.CheckTTL(uint64(o.TTL.Milliseconds())); err != nil || o.Wait < 0 || o.Wait > lease.MaxWait {
+	if err := protocol.CheckTTL(uint64(o.TTL.Milliseconds())); err != nil || o.Wait < 0 || o.Wait > protocol.MaxWait {
 		return nil, fmt.Errorf("%w: ttl %v must be 100ms..24h and wait %v 0..60s", ErrBadRequest, o.TTL, o.Wait)
 	}
-	req := lease.Request{RequestID: randomID()[:20], Holder: c.cfg.Holder,
+	req := protocol.Request{RequestID: randomID()[:20], Holder: c.cfg.Holder,
 		TTLms: uint64(o.TTL.Milliseconds()), WaitMs: uint64(o.Wait.Milliseconds())}
 	sent := time.Now()
-	resp, err := c.leaseCall(ctx, domain, lease.OpAcquire, req, o.Wait+c.cfg.RetryInterval)
+	resp, err := c.leaseCall(ctx, domain, protocol.OpAcquire, req, o.Wait+c.cfg.RetryInterval)
 	if err != nil {
 		return nil, err
 	}
 	switch resp.Code {
-	case lease.CodeGranted:
+	case protocol.CodeGranted:
 		// The controller's TTL runs from after the grant, which came after
 		// the request waited resp.WaitedMs in its queue.
 		return c.newLease(domain, resp.Token, o.TTL, sent.Add(time.Duration(resp.WaitedMs)*time.Millisecond))
-	case lease.CodeHeld:
+	case protocol.CodeHeld:
 		return nil, fmt.Errorf("%w: %s holds %s for %d ms more", ErrHeld, resp.Holder, domain, resp.ExpiresInMs)
 	}
 	return nil, leaseError(resp)
@@ -81,34 +80,34 @@ func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time)
 }
 
 // leaseCall sends one lease request and returns the controller's response.
-func (c *Client) leaseCall(ctx context.Context, domain string, op lease.Op, req lease.Request, minWait time.Duration) (lease.Response, error) {
+func (c *Client) leaseCall(ctx context.Context, domain string, op protocol.LeaseOp, req protocol.Request, minWait time.Duration) (protocol.Response, error) {
 	req.ReplyTo = c.reply
 	if req.RequestID == "" {
 		req.RequestID = randomID()[:20]
 	}
 	payload, err := json.Marshal(req)
 	if err != nil {
-		return lease.Response{}, err
+		return protocol.Response{}, err
 	}
 	reply, err := c.exchange(ctx, req.RequestID, c.topics.Lease(domain, string(op)), payload, minWait,
 		func([]byte) bool { return true })
 	if err != nil {
-		return lease.Response{}, fmt.Errorf("%w: %s %s: %w", ErrNoAnswer, op, domain, err)
+		return protocol.Response{}, fmt.Errorf("%w: %s %s: %w", ErrNoAnswer, op, domain, err)
 	}
-	var resp lease.Response
+	var resp protocol.Response
 	if err := json.Unmarshal(reply, &resp); err != nil {
-		return lease.Response{}, fmt.Errorf("%w: undecodable %s response: %v", ErrInternal, op, err)
+		return protocol.Response{}, fmt.Errorf("%w: undecodable %s response: %v", ErrInternal, op, err)
 	}
 	return resp, nil
 }
 
-func leaseError(resp lease.Response) error {
+func leaseError(resp protocol.Response) error {
 	switch resp.Code {
-	case lease.CodeBadRequest:
+	case protocol.CodeBadRequest:
 		return fmt.Errorf("%w: %s", ErrBadRequest, resp.Message)
-	case lease.CodeExpired, lease.CodeNotHolder:
+	case protocol.CodeExpired, protocol.CodeNotHolder:
 		return fmt.Errorf("%w: controller says %s", ErrLeaseLost, resp.Code)
-	case lease.CodeBusy:
+	case protocol.CodeBusy:
 		return fmt.Errorf("%w: controller says %s", ErrBusy, resp.Message)
 	}
 	return fmt.Errorf("%w: controller says %s %s", ErrInternal, resp.Code, resp.Message)
@@ -189,18 +188,18 @@ func (l *Lease) confirm(sent time.Time) {
 // lease is lost from this call on, whatever the controller answers.
 func (l *Lease) Release(ctx context.Context) error {
 	l.lose(fmt.Errorf("released"))
-	resp, err := l.c.leaseCall(ctx, l.domain, lease.OpRelease, lease.Request{Token: l.token.Raw}, 0)
+	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRelease, protocol.Request{Token: l.token.Raw}, 0)
 	if err != nil {
 		return err
 	}
-	if resp.Code != lease.CodeReleased {
+	if resp.Code != protocol.CodeReleased {
 		return leaseError(resp)
 	}
 	return nil
 }
 
 // Send sends a command with a fresh id under this lease; see SendID.
-func (l *Lease) Send(ctx context.Context, device, op string, args any) (mqtt.Result, error) {
+func (l *Lease) Send(ctx context.Context, device, op string, args any) (protocol.Result, error) {
 	return l.SendID(ctx, randomID(), device, op, args)
 }
 
@@ -213,10 +212,10 @@ func (l *Lease) Send(ctx context.Context, device, op string, args any) (mqtt.Res
 // it waits, it stops resending at once and returns an error wrapping
 // ErrNoResult and ErrLeaseLost. A stale result marks the lease lost: a
 // newer holder exists.
-func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (mqtt.Result, error) {
+func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (protocol.Result, error) {
 	deadline, err := l.sendDeadline(ctx)
 	if err != nil {
-		return mqtt.Result{}, fmt.Errorf("supervisor: %s to %s: %w", op, device, err)
+		return protocol.Result{}, fmt.Errorf("supervisor: %s to %s: %w", op, device, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -227,11 +226,11 @@ func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (mq
 		case <-ctx.Done():
 		}
 	}()
-	res, err := l.c.sendCommand(ctx, mqtt.Command{ID: id, Token: l.token.Raw, Op: op}, device, args, deadline)
+	res, err := l.c.sendCommand(ctx, protocol.Command{ID: id, Token: l.token.Raw, Op: op}, device, args, deadline)
 	if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && errors.Is(cause, ErrLeaseLost) {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
-	if res.Code == mqtt.CodeStaleToken {
+	if res.Code == protocol.CodeStaleToken {
 		l.lose(fmt.Errorf("device %s is fenced at a newer lease", device))
 	}
 	return res, err
@@ -258,9 +257,9 @@ func (l *Lease) sendDeadline(ctx context.Context) (time.Time, error) {
 // and returns the controller's response, for tools that manage tokens
 // themselves (fencectl). It fills request_id and reply_to; it starts no
 // renewals. Prefer Acquire in programs.
-func (c *Client) LeaseRequest(ctx context.Context, domain string, op lease.Op, req lease.Request) (lease.Response, error) {
+func (c *Client) LeaseRequest(ctx context.Context, domain string, op protocol.LeaseOp, req protocol.Request) (protocol.Response, error) {
 	if err := fence.CheckID("domain", domain); err != nil {
-		return lease.Response{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return protocol.Response{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 	return c.leaseCall(ctx, domain, op, req, wait+c.cfg.RetryInterval)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // TestLeaseErrorCodes: every refusal code of the controller maps to the
@@ -12,18 +12,18 @@ import (
 func TestLeaseErrorCodes(t *testing.T) {
 	tests := []struct {
 		name string
-		code lease.Code
+		code protocol.Code
 		want error
 	}{
-		{"busy is retryable", lease.CodeBusy, ErrBusy},
-		{"bad request", lease.CodeBadRequest, ErrBadRequest},
-		{"expired", lease.CodeExpired, ErrLeaseLost},
-		{"not holder", lease.CodeNotHolder, ErrLeaseLost},
-		{"internal", lease.CodeInternal, ErrInternal},
+		{"busy is retryable", protocol.CodeBusy, ErrBusy},
+		{"bad request", protocol.CodeBadRequest, ErrBadRequest},
+		{"expired", protocol.CodeExpired, ErrLeaseLost},
+		{"not holder", protocol.CodeNotHolder, ErrLeaseLost},
+		{"internal", protocol.CodeInternal, ErrInternal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := leaseError(lease.Response{Code: tc.code, Message: "m"}); !errors.Is(err, tc.want) {
+			if err := leaseError(protocol.Response{Code: tc.code, Message: "m"}); !errors.Is(err, tc.want) {
 				t.Fatalf("leaseError(%s) = %v, want %v", tc.code, err, tc.want)
 			}
 		})

@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"go.uber.org/goleak"
-
-	"github.com/fencegate/fencegate/lease"
 )
 
 // TestReconnectDoesNotLeakGoroutines kicks a client off the broker several
@@ -20,7 +19,7 @@ func TestReconnectDoesNotLeakGoroutines(t *testing.T) {
 	a := dialNoCleanup(t, "tcp://"+p.addr(), "A")
 	for i := range 4 {
 		p.kick()
-		resp, err := a.LeaseRequest(ctxT(t, 30*time.Second), "plant", lease.OpGet, lease.Request{})
+		resp, err := a.LeaseRequest(ctxT(t, 30*time.Second), "plant", protocol.OpGet, protocol.Request{})
 		if err != nil {
 			t.Fatalf("reconnection %d: %v", i+1, err)
 		}

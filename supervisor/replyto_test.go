@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/mqtttest"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // TestReplyTopicInReplyNamespace: the lease requests and the commands the
@@ -17,8 +17,8 @@ import (
 func TestReplyTopicInReplyNamespace(t *testing.T) {
 	s := startStack(t, 0)
 	w := mqtttest.NewSupervisor(t, s.URL(), mqtttest.Options{ClientID: "reply-watch"})
-	acquires := w.Watch(t, mqtt.Topics{}.Lease("plant", "acquire"))
-	commands := w.Watch(t, mqtt.Topics{}.DeviceCommands("pump1"))
+	acquires := w.Watch(t, protocol.Topics{}.Lease("plant", "acquire"))
+	commands := w.Watch(t, protocol.Topics{}.DeviceCommands("pump1"))
 	a := dial(t, s.URL(), "A")
 	l, err := a.Acquire(ctxT(t, 10*time.Second), "plant", supervisor.AcquireOptions{TTL: 5 * time.Second})
 	if err != nil {
@@ -27,13 +27,13 @@ func TestReplyTopicInReplyNamespace(t *testing.T) {
 	if _, err := l.Send(ctxT(t, 10*time.Second), "pump1", "set", map[string]int{"value": 1}); err != nil {
 		t.Fatal(err)
 	}
-	want := mqtt.Topics{}.ReplyTopic("sup-A")
+	want := protocol.Topics{}.ReplyTopic("sup-A")
 	for name, ch := range map[string]<-chan []byte{"acquire": acquires, "command": commands} {
 		replyTo := firstReplyTo(t, ch)
 		if replyTo != want && !strings.HasPrefix(replyTo, want+"/") {
 			t.Errorf("%s reply_to %q, want %q or a subtopic", name, replyTo, want)
 		}
-		if err := (mqtt.ReplyRule{}).Check(replyTo); err != nil {
+		if err := (protocol.ReplyRule{}).Check(replyTo); err != nil {
 			t.Errorf("%s reply_to refused by the default reply rule: %v", name, err)
 		}
 	}

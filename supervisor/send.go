@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // SendToken sends a command with a fresh id under token and waits for its
 // result; see SendID.
-func (c *Client) SendToken(ctx context.Context, token, device, op string, args any) (mqtt.Result, error) {
+func (c *Client) SendToken(ctx context.Context, token, device, op string, args any) (protocol.Result, error) {
 	return c.SendID(ctx, randomID(), token, device, op, args)
 }
 
@@ -27,30 +27,30 @@ func (c *Client) SendToken(ctx context.Context, token, device, op string, args a
 // ErrNoResult (or ErrBusy if the device only ever answered busy): the
 // command may or may not have been applied — send the same id again to
 // learn its fate.
-func (c *Client) SendID(ctx context.Context, id, token, device, op string, args any) (mqtt.Result, error) {
+func (c *Client) SendID(ctx context.Context, id, token, device, op string, args any) (protocol.Result, error) {
 	deadline, _ := ctx.Deadline()
-	return c.sendCommand(ctx, mqtt.Command{ID: id, Token: token, Op: op}, device, args, deadline)
+	return c.sendCommand(ctx, protocol.Command{ID: id, Token: token, Op: op}, device, args, deadline)
 }
 
 // sendCommand fills cmd's args, reply topic and deadline_ms (unless
 // deadline is zero) and runs the exchange of SendID.
-func (c *Client) sendCommand(ctx context.Context, cmd mqtt.Command, device string, args any, deadline time.Time) (mqtt.Result, error) {
+func (c *Client) sendCommand(ctx context.Context, cmd protocol.Command, device string, args any, deadline time.Time) (protocol.Result, error) {
 	if err := fence.CheckID("device", device); err != nil {
-		return mqtt.Result{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return protocol.Result{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	payload, err := commandPayload(cmd, c.reply, args, deadline)
 	if err != nil {
-		return mqtt.Result{}, err
+		return protocol.Result{}, err
 	}
 	reply, err := c.exchange(ctx, cmd.ID, c.topics.DeviceCommands(device), payload, 0, notBusy)
-	var res mqtt.Result
+	var res protocol.Result
 	if reply != nil {
 		if uerr := json.Unmarshal(reply, &res); uerr != nil {
 			return res, fmt.Errorf("%w: undecodable result: %w", ErrInternal, uerr)
 		}
 	}
 	if err != nil {
-		if res.Code == mqtt.CodeBusy {
+		if res.Code == protocol.CodeBusy {
 			return res, fmt.Errorf("%w: command %s: %w", ErrBusy, cmd.ID, err)
 		}
 		return res, fmt.Errorf("%w: command %s to %s (it may or may not have been applied): %w", ErrNoResult, cmd.ID, device, err)
@@ -59,7 +59,7 @@ func (c *Client) sendCommand(ctx context.Context, cmd mqtt.Command, device strin
 }
 
 // commandPayload encodes cmd with args, replyTo and deadline (zero: none).
-func commandPayload(cmd mqtt.Command, replyTo string, args any, deadline time.Time) ([]byte, error) {
+func commandPayload(cmd protocol.Command, replyTo string, args any, deadline time.Time) ([]byte, error) {
 	cmd.ReplyTo = replyTo
 	if !deadline.IsZero() {
 		cmd.DeadlineMs = deadline.UnixMilli()
@@ -81,7 +81,7 @@ func commandPayload(cmd mqtt.Command, replyTo string, args any, deadline time.Ti
 // notBusy accepts every result but busy, which is retried.
 func notBusy(reply []byte) bool {
 	var r struct {
-		Code mqtt.Code `json:"code"`
+		Code protocol.Code `json:"code"`
 	}
-	return json.Unmarshal(reply, &r) != nil || r.Code != mqtt.CodeBusy
+	return json.Unmarshal(reply, &r) != nil || r.Code != protocol.CodeBusy
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/internal/stack"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // TestSendAfterLossOrReleaseRefused: once a lease is released, or lost
@@ -65,7 +65,7 @@ func TestSendStopsResendingWhenLost(t *testing.T) {
 	s := startStack(t, 0)
 	p := startProxy(t, s.Broker.Addr())
 	w := mqtttest.NewSupervisor(t, s.URL(), mqtttest.Options{ClientID: "reply-watch"})
-	replies := w.Watch(t, mqtt.Topics{}.ReplyTopic("sup-A")+"/#")
+	replies := w.Watch(t, protocol.Topics{}.ReplyTopic("sup-A")+"/#")
 	a := dial(t, "tcp://"+p.addr(), "A")
 	l, err := a.Acquire(ctxT(t, 10*time.Second), "plant", supervisor.AcquireOptions{TTL: time.Second})
 	if err != nil {
@@ -77,7 +77,7 @@ func TestSendStopsResendingWhenLost(t *testing.T) {
 		t.Fatalf("Send across the loss: %v, want ErrLeaseLost and ErrNoResult", err)
 	}
 	p.resume()
-	if r := nextResult(t, replies, "pump1"); r.Code != mqtt.CodeExpired {
+	if r := nextResult(t, replies, "pump1"); r.Code != protocol.CodeExpired {
 		t.Fatalf("late copy answered %+v, want expired", r)
 	}
 	if got := applied(t, s, "pump1"); len(got) != 0 {
@@ -90,7 +90,7 @@ func TestSendStopsResendingWhenLost(t *testing.T) {
 func TestSendCarriesDeadline(t *testing.T) {
 	s := startStack(t, 0)
 	w := mqtttest.NewSupervisor(t, s.URL(), mqtttest.Options{ClientID: "cmd-watch"})
-	commands := w.Watch(t, mqtt.Topics{}.DeviceCommands("pump1"))
+	commands := w.Watch(t, protocol.Topics{}.DeviceCommands("pump1"))
 	a := dial(t, s.URL(), "A")
 	l, err := a.Acquire(ctxT(t, 10*time.Second), "plant", supervisor.AcquireOptions{TTL: 5 * time.Second})
 	if err != nil {
@@ -133,19 +133,19 @@ func applied(t *testing.T, s *stack.Stack, device string) []sim.Entry {
 	return entries
 }
 
-func nextCommand(t *testing.T, ch <-chan []byte) mqtt.Command {
+func nextCommand(t *testing.T, ch <-chan []byte) protocol.Command {
 	t.Helper()
-	var c mqtt.Command
+	var c protocol.Command
 	decodeNext(t, ch, &c)
 	return c
 }
 
 // nextResult skips lease responses (they share the reply topic) up to
 // the next result of device.
-func nextResult(t *testing.T, ch <-chan []byte, device string) mqtt.Result {
+func nextResult(t *testing.T, ch <-chan []byte, device string) protocol.Result {
 	t.Helper()
 	for {
-		var r mqtt.Result
+		var r protocol.Result
 		decodeNext(t, ch, &r)
 		if r.Device == device {
 			return r

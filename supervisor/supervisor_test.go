@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/internal/stack"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -69,12 +70,12 @@ func TestAcquireSendAndTypedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := l.Send(ctxT(t, 10*time.Second), "pump1", "set", map[string]int{"value": 3})
-	if err != nil || res.Status != mqtt.StatusApplied {
+	if err != nil || res.Status != protocol.StatusApplied {
 		t.Fatalf("send: %+v %v", res, err)
 	}
 	_, err = l.Send(ctxT(t, 10*time.Second), "pump1", "explode", nil)
 	var re *supervisor.ResultError
-	if !errors.Is(err, supervisor.ErrUnknownOp) || !errors.As(err, &re) || re.Result.Code != mqtt.CodeUnknownOp {
+	if !errors.Is(err, supervisor.ErrUnknownOp) || !errors.As(err, &re) || re.Result.Code != protocol.CodeUnknownOp {
 		t.Fatalf("unknown op: %v", err)
 	}
 	if l.Err() != nil {
@@ -211,7 +212,7 @@ func countRenewals(t *testing.T, broker string) *atomic.Int64 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Disconnect(0) })
-	if err := mqtt.Wait(c.Subscribe(mqtt.Topics{}.Lease("plant", "renew"), 1, func(paho.Client, paho.Message) { n.Add(1) }), 10*time.Second); err != nil {
+	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.Lease("plant", "renew"), 1, func(paho.Client, paho.Message) { n.Add(1) }), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return &n

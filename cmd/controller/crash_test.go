@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // proc is a controller running as a child process.
@@ -173,10 +173,10 @@ func load(t *testing.T, url string, keys *fence.KeyRing, d time.Duration, kill f
 // failures: the outcome is unknown and nothing was received.
 func acquireOnce(t *testing.T, hc *http.Client, url string, keys *fence.KeyRing, domain, holder string) (grant, bool) {
 	start := time.Now()
-	r, err := post(hc, url+"/v1/leases/"+domain+"/acquire", lease.Request{
+	r, err := post(hc, url+"/v1/leases/"+domain+"/acquire", protocol.Request{
 		RequestID: fmt.Sprintf("%s-%d", holder, rand.Int64()), Holder: holder, TTLms: 150})
 	end := time.Now()
-	if err != nil || r.Code != lease.CodeGranted {
+	if err != nil || r.Code != protocol.CodeGranted {
 		return grant{}, false
 	}
 	tok, err := keys.Verify(r.Token)
@@ -185,19 +185,19 @@ func acquireOnce(t *testing.T, hc *http.Client, url string, keys *fence.KeyRing,
 		return grant{}, false
 	}
 	if rand.IntN(2) == 0 {
-		post(hc, url+"/v1/leases/"+domain+"/release", lease.Request{Token: r.Token})
+		post(hc, url+"/v1/leases/"+domain+"/release", protocol.Request{Token: r.Token})
 	}
 	return grant{tok: tok, start: start, end: end}, true
 }
 
-func post(hc *http.Client, url string, req lease.Request) (lease.Response, error) {
+func post(hc *http.Client, url string, req protocol.Request) (protocol.Response, error) {
 	body, _ := json.Marshal(req)
 	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
-		return lease.Response{}, err
+		return protocol.Response{}, err
 	}
 	defer resp.Body.Close()
-	var r lease.Response
+	var r protocol.Response
 	err = json.NewDecoder(resp.Body).Decode(&r)
 	return r, err
 }

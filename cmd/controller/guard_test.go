@@ -12,7 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -43,20 +43,20 @@ func TestServeGuards(t *testing.T) {
 	p := startChild(t, "--data-dir", filepath.Join(dir, "data"), "--key", filepath.Join(dir, "controller.key"),
 		"--http", "127.0.0.1:0", "--mqtt", b.URL(), "--domains", "press,oven-*")
 	hc := &http.Client{Timeout: 30 * time.Second}
-	acquire := func(domain string) lease.Response {
-		r, err := post(hc, p.url+"/v1/leases/"+domain+"/acquire", lease.Request{RequestID: "r-" + domain, Holder: "alice", TTLms: 60000})
+	acquire := func(domain string) protocol.Response {
+		r, err := post(hc, p.url+"/v1/leases/"+domain+"/acquire", protocol.Request{RequestID: "r-" + domain, Holder: "alice", TTLms: 60000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	if r := acquire("press"); r.Code != lease.CodeInternal || !strings.Contains(r.Message, "epoch-bump") {
+	if r := acquire("press"); r.Code != protocol.CodeInternal || !strings.Contains(r.Message, "epoch-bump") {
 		t.Fatalf("acquire below a retained grant's epoch: %+v, want internal naming epoch-bump", r)
 	}
-	if r := acquire("oven-1"); r.Code != lease.CodeGranted {
+	if r := acquire("oven-1"); r.Code != protocol.CodeGranted {
 		t.Fatalf("acquire of an allowed domain: %+v", r)
 	}
-	if r := acquire("mill"); r.Code != lease.CodeBadRequest || !strings.Contains(r.Message, "oven-*") {
+	if r := acquire("mill"); r.Code != protocol.CodeBadRequest || !strings.Contains(r.Message, "oven-*") {
 		t.Fatalf("acquire outside the domains setting: %+v, want bad_request naming the patterns", r)
 	}
 	if err := p.kill(t, syscall.SIGTERM); err != nil {
@@ -72,8 +72,8 @@ func publishRetainedGrant(t *testing.T, broker string, tok fence.Token) {
 		t.Fatal(err)
 	}
 	defer c.Disconnect(50)
-	payload, _ := json.Marshal(mqtt.Grant{Token: tok.Raw})
-	if err := mqtt.Wait(c.Publish(mqtt.Topics{}.LeaseGrant(tok.Domain), 1, true, payload), 10*time.Second); err != nil {
+	payload, _ := json.Marshal(protocol.Grant{Token: tok.Raw})
+	if err := mqtt.Wait(c.Publish(protocol.Topics{}.LeaseGrant(tok.Domain), 1, true, payload), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }

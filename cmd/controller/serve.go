@@ -20,6 +20,7 @@ import (
 	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/metrics"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -150,7 +151,7 @@ func (c *components) startMQTT(cfg Config) error {
 	if cfg.MQTT.Broker == "" {
 		return nil
 	}
-	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT.Config, Topics: mqtt.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log,
+	s, err := mqttapi.New(mqttapi.Config{MQTT: cfg.MQTT.Config, Topics: protocol.Topics{Prefix: cfg.TopicPrefix}, Logger: c.log,
 		ShareGroup: cfg.MQTTShareGroup, ReplyPrefixes: cfg.MQTT.ReplyPrefixes})
 	if err != nil {
 		return err

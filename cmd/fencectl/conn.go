@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -29,7 +30,7 @@ func addCommon(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.mqtt.TLS.CA, "ca", "", "PEM CA bundle that verifies the broker")
 	fs.StringVar(&c.mqtt.TLS.Cert, "cert", "", "PEM client certificate")
 	fs.StringVar(&c.mqtt.TLS.Key, "cert-key", "", "PEM key of the client certificate")
-	fs.StringVar(&c.prefix, "prefix", mqtt.DefaultPrefix, "protocol topic prefix")
+	fs.StringVar(&c.prefix, "prefix", protocol.DefaultPrefix, "protocol topic prefix")
 	fs.StringVar(&c.holder, "holder", "fencectl", "holder name for leases")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up waiting for an answer after this long")

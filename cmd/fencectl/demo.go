@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/stack"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -184,13 +185,13 @@ func checkDeviceLog(entries []sim.Entry) (string, error) {
 	return fmt.Sprintf("%d applied (A: %d, B: %d), tokens never went backwards: %v", len(entries), counts["A"], counts["B"], bad == nil), bad
 }
 
-func outcome(res mqtt.Result, err error) string {
+func outcome(res protocol.Result, err error) string {
 	switch {
 	case res.ID == "" && err != nil:
 		return "error: " + err.Error()
-	case res.Status == mqtt.StatusApplied:
+	case res.Status == protocol.StatusApplied:
 		return "applied"
-	case res.Code == mqtt.CodeStaleToken && res.Fence != nil:
+	case res.Code == protocol.CodeStaleToken && res.Fence != nil:
 		return fmt.Sprintf("%s %s: the device is fenced at %d.%d/%s", strings.ToUpper(string(res.Status)), res.Code,
 			res.Fence.Epoch, res.Fence.Seq, res.Fence.Holder)
 	}
@@ -216,13 +217,13 @@ func (n *narrator) say(who, format string, args ...any) {
 
 // demoEvent is one line supervisor A prints for the narrator.
 type demoEvent struct {
-	Event   string       `json:"event"` // acquired, result, lost, done, error
-	Device  string       `json:"device,omitempty"`
-	Value   int          `json:"value,omitempty"`
-	Token   string       `json:"token,omitempty"`
-	Result  *mqtt.Result `json:"result,omitempty"`
-	Error   string       `json:"error,omitempty"`
-	Applied int          `json:"applied,omitempty"` // A's applied writes so far
+	Event   string           `json:"event"` // acquired, result, lost, done, error
+	Device  string           `json:"device,omitempty"`
+	Value   int              `json:"value,omitempty"`
+	Token   string           `json:"token,omitempty"`
+	Result  *protocol.Result `json:"result,omitempty"`
+	Error   string           `json:"error,omitempty"`
+	Applied int              `json:"applied,omitempty"` // A's applied writes so far
 }
 
 // childA is supervisor A running as a child process.
@@ -319,9 +320,9 @@ func narrateA(n *narrator, e demoEvent) {
 	}
 }
 
-func derefResult(r *mqtt.Result) mqtt.Result {
+func derefResult(r *protocol.Result) protocol.Result {
 	if r == nil {
-		return mqtt.Result{}
+		return protocol.Result{}
 	}
 	return *r
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -74,10 +75,10 @@ func writeUntilFenced(ctx context.Context, c *supervisor.Client, token string, d
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			res, err := c.SendToken(sctx, token, d, "set", map[string]any{"value": value})
 			cancel()
-			if res.Status == mqtt.StatusApplied {
+			if res.Status == protocol.StatusApplied {
 				applied++
 			}
-			refused[d] = res.Code == mqtt.CodeStaleToken
+			refused[d] = res.Code == protocol.CodeStaleToken
 			ev := demoEvent{Event: "result", Device: d, Value: value, Result: &res, Applied: applied}
 			if res.ID == "" && err != nil {
 				ev.Result, ev.Error = nil, err.Error()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // runLease: fencectl lease acquire|renew|release|get DOMAIN.
@@ -27,15 +27,15 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if len(pos) != 2 {
 		return fail(stderr, errors.New("usage: fencectl lease acquire|renew|release|get DOMAIN [flags]"))
 	}
-	op, err := lease.ParseOp(pos[0])
+	op, err := protocol.ParseLeaseOp(pos[0])
 	if err != nil {
 		return fail(stderr, err)
 	}
-	req := lease.Request{Token: *token} // renew and release name the lease by its token alone
+	req := protocol.Request{Token: *token} // renew and release name the lease by its token alone
 	switch op {
-	case lease.OpAcquire:
+	case protocol.OpAcquire:
 		req.Holder, req.TTLms, req.WaitMs = c.holder, uint64(ttl.Milliseconds()), uint64(wait.Milliseconds())
-	case lease.OpRenew:
+	case protocol.OpRenew:
 		req.TTLms = uint64(ttl.Milliseconds())
 	}
 	cl, err := c.dial(ctx)
@@ -54,7 +54,7 @@ func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return leaseExit(resp)
 }
 
-func printLease(w io.Writer, asJSON bool, op lease.Op, domain string, resp lease.Response) {
+func printLease(w io.Writer, asJSON bool, op protocol.LeaseOp, domain string, resp protocol.Response) {
 	if asJSON {
 		printJSON(w, resp)
 		return
@@ -79,14 +79,14 @@ func printLease(w io.Writer, asJSON bool, op lease.Op, domain string, resp lease
 	}
 }
 
-func leaseExit(resp lease.Response) int {
+func leaseExit(resp protocol.Response) int {
 	switch resp.Code {
-	case lease.CodeGranted, lease.CodeRenewed, lease.CodeReleased, lease.CodeHeld:
+	case protocol.CodeGranted, protocol.CodeRenewed, protocol.CodeReleased, protocol.CodeHeld:
 		if resp.OK {
 			return exitOK
 		}
 		return exitRejected
-	case lease.CodeInternal:
+	case protocol.CodeInternal:
 		return exitFailed
 	}
 	return exitRejected

@@ -14,8 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/stack"
-	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // TestMain doubles as supervisor A when the demo re-executes this binary.
@@ -67,13 +66,13 @@ func TestLeaseAndSendJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("acquire exit %d: %s %s", code, out, errs)
 	}
-	var resp lease.Response
-	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Code != lease.CodeGranted || resp.Token == "" {
+	var resp protocol.Response
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || resp.Code != protocol.CodeGranted || resp.Token == "" {
 		t.Fatalf("acquire --json: %q (%v)", out, err)
 	}
 	out, _, code = fencectl(t, "send", "pump1", "set", `{"value":7}`, b, "--token", resp.Token, "--id", "c1", "--json")
-	var res mqtt.Result
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitOK || res.Status != mqtt.StatusApplied {
+	var res protocol.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != exitOK || res.Status != protocol.StatusApplied {
 		t.Fatalf("send: exit %d %q", code, out)
 	}
 	_, _, code = fencectl(t, "lease", "acquire", "plant", b, "--holder", "other", "--ttl", "1s")
@@ -118,7 +117,7 @@ func TestDevicesAndWatch(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("devices: %q, want pump1 and valve1", out)
 	}
-	var st mqtt.DeviceState
+	var st protocol.DeviceState
 	if err := json.Unmarshal([]byte(lines[0]), &st); err != nil || st.Device != "pump1" || st.Fence == nil || st.Fence.Holder != "fencectl" {
 		t.Fatalf("devices --json first line %q (%v)", lines[0], err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/mqtttest"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // TestReplyTopicInReplyNamespace: fencectl's lease requests and commands
@@ -17,8 +17,8 @@ func TestReplyTopicInReplyNamespace(t *testing.T) {
 	s := startStack(t)
 	w := mqtttest.NewSupervisor(t, s.URL(), mqtttest.Options{ClientID: "reply-watch"})
 	watched := map[string]<-chan []byte{
-		"acquire": w.Watch(t, mqtt.Topics{}.Lease("plant", "acquire")),
-		"command": w.Watch(t, mqtt.Topics{}.DeviceCommands("pump1")),
+		"acquire": w.Watch(t, protocol.Topics{}.Lease("plant", "acquire")),
+		"command": w.Watch(t, protocol.Topics{}.DeviceCommands("pump1")),
 	}
 	if out, errs, code := fencectl(t, "send", "pump1", "set", `{"value":1}`, "--broker="+s.URL(), "--domain", "plant"); code != exitOK {
 		t.Fatalf("send --domain: exit %d %q %q", code, out, errs)
@@ -35,10 +35,10 @@ func TestReplyTopicInReplyNamespace(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no %s seen", name)
 		}
-		if !strings.HasPrefix(m.ReplyTo, mqtt.Topics{}.Replies()) {
-			t.Errorf("%s reply_to %q is not under %s", name, m.ReplyTo, mqtt.Topics{}.Replies())
+		if !strings.HasPrefix(m.ReplyTo, protocol.Topics{}.Replies()) {
+			t.Errorf("%s reply_to %q is not under %s", name, m.ReplyTo, protocol.Topics{}.Replies())
 		}
-		if err := (mqtt.ReplyRule{}).Check(m.ReplyTo); err != nil {
+		if err := (protocol.ReplyRule{}).Check(m.ReplyTo); err != nil {
 			t.Errorf("%s reply_to refused by the default reply rule: %v", name, err)
 		}
 	}

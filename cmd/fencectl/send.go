@@ -10,8 +10,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/supervisor"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // runSend: fencectl send DEVICE OP [ARGS-JSON] (--token T | --domain D).
@@ -51,7 +51,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // send sends under token, or under a lease it acquires (and releases) on
 // domain; then the command's deadline_ms is also bounded by the lease.
-func send(ctx context.Context, cl *supervisor.Client, token, domain string, ttl time.Duration, id, device, op string, args any) (mqtt.Result, error) {
+func send(ctx context.Context, cl *supervisor.Client, token, domain string, ttl time.Duration, id, device, op string, args any) (protocol.Result, error) {
 	if id == "" {
 		id = rand.Text()
 	}
@@ -60,14 +60,14 @@ func send(ctx context.Context, cl *supervisor.Client, token, domain string, ttl 
 	}
 	l, err := cl.Acquire(ctx, domain, supervisor.AcquireOptions{TTL: ttl})
 	if err != nil {
-		return mqtt.Result{}, err
+		return protocol.Result{}, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	return l.SendID(ctx, id, device, op, args)
 }
 
 // report prints a result (or error) and returns the exit code of its status.
-func report(stdout, stderr io.Writer, asJSON bool, res mqtt.Result, err error) int {
+func report(stdout, stderr io.Writer, asJSON bool, res protocol.Result, err error) int {
 	if res.ID == "" && err != nil {
 		fmt.Fprintln(stderr, "fencectl:", err)
 		if errors.Is(err, supervisor.ErrNoResult) || errors.Is(err, supervisor.ErrNoAnswer) {
@@ -86,7 +86,7 @@ func report(stdout, stderr io.Writer, asJSON bool, res mqtt.Result, err error) i
 	return statusExit(res.Status)
 }
 
-func describeResult(r mqtt.Result) string {
+func describeResult(r protocol.Result) string {
 	s := fmt.Sprintf("%s %s: %s %s", r.Device, r.ID, r.Status, r.Code)
 	if r.Duplicate {
 		s += " (duplicate)"
@@ -103,15 +103,15 @@ func describeResult(r mqtt.Result) string {
 	return s
 }
 
-func statusExit(s mqtt.Status) int {
+func statusExit(s protocol.Status) int {
 	switch s {
-	case mqtt.StatusApplied:
+	case protocol.StatusApplied:
 		return exitOK
-	case mqtt.StatusRejected:
+	case protocol.StatusRejected:
 		return exitRejected
-	case mqtt.StatusFailed:
+	case protocol.StatusFailed:
 		return exitFailed
-	case mqtt.StatusInDoubt:
+	case protocol.StatusInDoubt:
 		return exitInDoubt
 	}
 	return exitError

@@ -13,6 +13,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -35,7 +36,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer cancel()
 	}
 	var mu sync.Mutex // serializes output
-	topics := mqtt.Topics{Prefix: c.prefix}
+	topics := protocol.Topics{Prefix: c.prefix}
 	filters := map[string]byte{}
 	for _, d := range devices {
 		filters[topics.DeviceState(d)], filters[topics.DeviceResults(d)] = 1, 1
@@ -69,7 +70,7 @@ func subscribe(ctx context.Context, c *common, filters map[string]byte, handler 
 	return cl, nil
 }
 
-func printEvent(w io.Writer, asJSON bool, topics mqtt.Topics, topic string, payload []byte) {
+func printEvent(w io.Writer, asJSON bool, topics protocol.Topics, topic string, payload []byte) {
 	if asJSON {
 		fmt.Fprintf(w, "{\"topic\":%q,\"payload\":%s}\n", topic, compactJSON(payload))
 		return
@@ -77,13 +78,13 @@ func printEvent(w io.Writer, asJSON bool, topics mqtt.Topics, topic string, payl
 	_, leaf, _ := topics.ParseDeviceTopic(topic)
 	switch leaf {
 	case "state":
-		var s mqtt.DeviceState
+		var s protocol.DeviceState
 		if json.Unmarshal(payload, &s) == nil {
 			fmt.Fprintln(w, describeState(s))
 			return
 		}
 	case "results":
-		var r mqtt.Result
+		var r protocol.Result
 		if json.Unmarshal(payload, &r) == nil {
 			fmt.Fprintln(w, "result", describeResult(r))
 			return
@@ -92,7 +93,7 @@ func printEvent(w io.Writer, asJSON bool, topics mqtt.Topics, topic string, payl
 	fmt.Fprintf(w, "%s %s\n", topic, payload)
 }
 
-func describeState(s mqtt.DeviceState) string {
+func describeState(s protocol.DeviceState) string {
 	f := "no fence"
 	if s.Fence != nil {
 		f = fmt.Sprintf("fence %d.%d %s", s.Fence.Epoch, s.Fence.Seq, s.Fence.Holder)
@@ -121,10 +122,10 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	var mu sync.Mutex // guards states
-	states := map[string]mqtt.DeviceState{}
-	topics := mqtt.Topics{Prefix: c.prefix}
+	states := map[string]protocol.DeviceState{}
+	topics := protocol.Topics{Prefix: c.prefix}
 	cl, err := subscribe(ctx, c, map[string]byte{topics.DeviceState("+"): 1}, func(_ paho.Client, m paho.Message) {
-		var s mqtt.DeviceState
+		var s protocol.DeviceState
 		if json.Unmarshal(m.Payload(), &s) == nil && s.Device != "" {
 			mu.Lock()
 			states[s.Device] = s
@@ -145,7 +146,7 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-func printStates(w io.Writer, asJSON bool, states map[string]mqtt.DeviceState) {
+func printStates(w io.Writer, asJSON bool, states map[string]protocol.DeviceState) {
 	ids := make([]string, 0, len(states))
 	for id := range states {
 		ids = append(ids, id)

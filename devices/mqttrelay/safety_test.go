@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/devices/mqttrelay/relaytest"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -267,7 +268,7 @@ func TestPublishedTopics(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("PublishedTopics = %q, want %q", got, want)
 	}
-	rule := mqtt.ReplyRule{Prefixes: []string{"plug1/"}, Deny: got}
+	rule := protocol.ReplyRule{Prefixes: []string{"plug1/"}, Deny: got}
 	for _, topic := range got {
 		if rule.Check(topic) == nil {
 			t.Errorf("reply_to %q allowed, though the relay publishes there", topic)

@@ -9,6 +9,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -44,12 +45,12 @@ type Supervisor struct {
 	tb      testing.TB // receives errors found in callbacks
 	client  paho.Client
 	timeout time.Duration
-	replyTo string // mqtt.Topics{}.ReplyTopic(ClientID)
+	replyTo string // protocol.Topics{}.ReplyTopic(ClientID)
 
-	mu      sync.Mutex                       // guards results, states and online
-	results map[string]chan mqtt.Result      // by command id
-	states  map[string]chan mqtt.DeviceState // by device
-	online  map[string][]chan struct{}       // by agent: closed at its next online status
+	mu      sync.Mutex                           // guards results, states and online
+	results map[string]chan protocol.Result      // by command id
+	states  map[string]chan protocol.DeviceState // by device
+	online  map[string][]chan struct{}           // by agent: closed at its next online status
 }
 
 // NewSupervisor connects a supervisor to broker and returns once its
@@ -60,8 +61,8 @@ type Supervisor struct {
 // that subtests fail themselves.
 func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 	tb.Helper()
-	s := &Supervisor{tb: tb, timeout: o.Timeout, replyTo: mqtt.Topics{}.ReplyTopic(o.ClientID), results: map[string]chan mqtt.Result{},
-		states: map[string]chan mqtt.DeviceState{}, online: map[string][]chan struct{}{}}
+	s := &Supervisor{tb: tb, timeout: o.Timeout, replyTo: protocol.Topics{}.ReplyTopic(o.ClientID), results: map[string]chan protocol.Result{},
+		states: map[string]chan protocol.DeviceState{}, online: map[string][]chan struct{}{}}
 	if s.timeout == 0 {
 		s.timeout = 15 * time.Second
 	}
@@ -89,7 +90,7 @@ func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 }
 
 // ReplyTo is this supervisor's reply topic in the reply namespace,
-// mqtt.Topics{}.ReplyTopic(client id), which agents and controllers accept
+// protocol.Topics{}.ReplyTopic(client id), which agents and controllers accept
 // as reply_to. Results sent there, or to a subtopic, arrive in Wait.
 func (s *Supervisor) ReplyTo() string { return s.replyTo }
 
@@ -97,7 +98,7 @@ func (s *Supervisor) ReplyTo() string { return s.replyTo }
 // already covers it (paho would hand each result to both handlers).
 func (s *Supervisor) replyFilters(extra []string) []string {
 	for _, f := range extra {
-		if mqtt.MatchFilter(f, s.replyTo) && mqtt.MatchFilter(f, s.replyTo+"/x") {
+		if protocol.MatchFilter(f, s.replyTo) && protocol.MatchFilter(f, s.replyTo+"/x") {
 			return extra
 		}
 	}
@@ -106,7 +107,7 @@ func (s *Supervisor) replyFilters(extra []string) []string {
 
 // subscribe runs in paho's OnConnect goroutine, on every (re)connection.
 func (s *Supervisor) subscribe(c paho.Client, replyTopics []string) error {
-	tp := mqtt.Topics{}
+	tp := protocol.Topics{}
 	subs := map[string]paho.MessageHandler{
 		tp.DeviceResults("+"): s.onResult,
 		tp.DeviceState("+"):   s.onState,
@@ -126,11 +127,11 @@ func (s *Supervisor) subscribe(c paho.Client, replyTopics []string) error {
 // Client is the underlying paho client, for publishing anything else.
 func (s *Supervisor) Client() paho.Client { return s.client }
 
-func (s *Supervisor) resultChan(id string) chan mqtt.Result {
+func (s *Supervisor) resultChan(id string) chan protocol.Result {
 	return chanFor(&s.mu, s.results, id, resultBuffer)
 }
 
-func (s *Supervisor) stateChan(device string) chan mqtt.DeviceState {
+func (s *Supervisor) stateChan(device string) chan protocol.DeviceState {
 	return chanFor(&s.mu, s.states, device, stateBuffer)
 }
 
@@ -145,7 +146,7 @@ func chanFor[T any](mu *sync.Mutex, m map[string]chan T, key string, n int) chan
 }
 
 func (s *Supervisor) onResult(_ paho.Client, m paho.Message) {
-	var r mqtt.Result
+	var r protocol.Result
 	if err := json.Unmarshal(m.Payload(), &r); err != nil {
 		s.tb.Errorf("undecodable result %q: %v", m.Payload(), err)
 		return
@@ -158,7 +159,7 @@ func (s *Supervisor) onResult(_ paho.Client, m paho.Message) {
 }
 
 func (s *Supervisor) onState(_ paho.Client, m paho.Message) {
-	var st mqtt.DeviceState
+	var st protocol.DeviceState
 	if json.Unmarshal(m.Payload(), &st) != nil {
 		return
 	}
@@ -169,11 +170,11 @@ func (s *Supervisor) onState(_ paho.Client, m paho.Message) {
 }
 
 func (s *Supervisor) onStatus(_ paho.Client, m paho.Message) {
-	var st mqtt.AgentStatus
+	var st protocol.AgentStatus
 	if json.Unmarshal(m.Payload(), &st) != nil || !st.Online {
 		return
 	}
-	rest, _ := strings.CutPrefix(m.Topic(), mqtt.DefaultPrefix+"/agents/")
+	rest, _ := strings.CutPrefix(m.Topic(), protocol.DefaultPrefix+"/agents/")
 	agent, _, _ := strings.Cut(rest, "/")
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,14 +199,14 @@ func (s *Supervisor) WatchOnline(agent string) <-chan struct{} {
 // the broker's acknowledgement.
 func (s *Supervisor) PublishRaw(tb testing.TB, device string, payload []byte) {
 	tb.Helper()
-	if err := mqtt.Wait(s.client.Publish(mqtt.Topics{}.DeviceCommands(device), 1, false, payload), ackTimeout); err != nil {
+	if err := mqtt.Wait(s.client.Publish(protocol.Topics{}.DeviceCommands(device), 1, false, payload), ackTimeout); err != nil {
 		tb.Fatal(err)
 	}
 }
 
 // Publish publishes cmd to device's commands topic without waiting for
 // its result; Wait collects it.
-func (s *Supervisor) Publish(tb testing.TB, device string, cmd mqtt.Command) {
+func (s *Supervisor) Publish(tb testing.TB, device string, cmd protocol.Command) {
 	tb.Helper()
 	b, err := json.Marshal(cmd)
 	if err != nil {
@@ -215,7 +216,7 @@ func (s *Supervisor) Publish(tb testing.TB, device string, cmd mqtt.Command) {
 }
 
 // Send publishes cmd to device and waits for the result with cmd's id.
-func (s *Supervisor) Send(tb testing.TB, device string, cmd mqtt.Command) mqtt.Result {
+func (s *Supervisor) Send(tb testing.TB, device string, cmd protocol.Command) protocol.Result {
 	tb.Helper()
 	s.Publish(tb, device, cmd)
 	return s.Wait(tb, cmd.ID)
@@ -223,14 +224,14 @@ func (s *Supervisor) Send(tb testing.TB, device string, cmd mqtt.Command) mqtt.R
 
 // Wait returns the next result with command id id (received since the
 // supervisor connected and not yet returned), waiting up to the timeout.
-func (s *Supervisor) Wait(tb testing.TB, id string) mqtt.Result {
+func (s *Supervisor) Wait(tb testing.TB, id string) protocol.Result {
 	tb.Helper()
 	select {
 	case r := <-s.resultChan(id):
 		return r
 	case <-time.After(s.timeout):
 		tb.Fatalf("no result for %q in %v", id, s.timeout)
-		return mqtt.Result{}
+		return protocol.Result{}
 	}
 }
 

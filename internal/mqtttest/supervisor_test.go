@@ -8,6 +8,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -23,7 +24,7 @@ func TestSupervisorRoutesByIDDeviceAndAgent(t *testing.T) {
 	sup := NewSupervisor(t, b.URL(), Options{ClientID: "sup", Timeout: 5 * time.Second})
 	online := sup.WatchOnline("gw1")
 	fake := fakeAgent(t, b.URL())
-	publish(t, fake, mqtt.Topics{}.AgentStatus("gw1"), mqtt.AgentStatus{Online: true})
+	publish(t, fake, protocol.Topics{}.AgentStatus("gw1"), protocol.AgentStatus{Online: true})
 	select {
 	case <-online:
 	case <-time.After(5 * time.Second):
@@ -31,12 +32,12 @@ func TestSupervisorRoutesByIDDeviceAndAgent(t *testing.T) {
 	}
 
 	for _, id := range []string{"c1", "c2"} {
-		if r := sup.Send(t, "pump1", mqtt.Command{ID: id, Op: "set"}); r.ID != id || r.Device != "pump1" {
+		if r := sup.Send(t, "pump1", protocol.Command{ID: id, Op: "set"}); r.ID != id || r.Device != "pump1" {
 			t.Fatalf("result %+v for command %s", r, id)
 		}
 	}
-	publish(t, fake, mqtt.Topics{}.DeviceState("pump1"), mqtt.DeviceState{Device: "pump1", Online: false})
-	publish(t, fake, mqtt.Topics{}.DeviceState("pump1"), mqtt.DeviceState{Device: "pump1", Online: true})
+	publish(t, fake, protocol.Topics{}.DeviceState("pump1"), protocol.DeviceState{Device: "pump1", Online: false})
+	publish(t, fake, protocol.Topics{}.DeviceState("pump1"), protocol.DeviceState{Device: "pump1", Online: true})
 	sup.WaitState(t, "pump1", true)
 }
 
@@ -63,18 +64,18 @@ func TestReplyTopicInReplyNamespace(t *testing.T) {
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			sup := NewSupervisor(t, b.URL(), Options{ClientID: fmt.Sprintf("sup%d", i), ReplyTopics: tc.extra, Timeout: 5 * time.Second})
-			if want := (mqtt.Topics{}).ReplyTopic(fmt.Sprintf("sup%d", i)); sup.ReplyTo() != want {
+			if want := (protocol.Topics{}).ReplyTopic(fmt.Sprintf("sup%d", i)); sup.ReplyTo() != want {
 				t.Fatalf("ReplyTo %q", sup.ReplyTo())
 			}
-			if err := (mqtt.ReplyRule{}).Check(sup.ReplyTo() + tc.suffix); err != nil {
+			if err := (protocol.ReplyRule{}).Check(sup.ReplyTo() + tc.suffix); err != nil {
 				t.Fatal(err)
 			}
 			id := "r" + tc.name
-			r := sup.Send(t, "pump1", mqtt.Command{ID: id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
+			r := sup.Send(t, "pump1", protocol.Command{ID: id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
 			if r.ID != id {
 				t.Fatalf("result %+v", r)
 			}
-			sup.Publish(t, "pump1", mqtt.Command{ID: "after-" + id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
+			sup.Publish(t, "pump1", protocol.Command{ID: "after-" + id, Op: "set", ReplyTo: sup.ReplyTo() + tc.suffix})
 			sup.Wait(t, "after-"+id) // results arrive in order: a duplicate of id would be in by now
 			select {
 			case dup := <-sup.resultChan(id):
@@ -98,12 +99,12 @@ func fakeAgent(t *testing.T, broker string) paho.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Disconnect(100) })
-	tp := mqtt.Topics{}
+	tp := protocol.Topics{}
 	err = mqtt.Wait(c.Subscribe(tp.AllDeviceCommands(), 1, func(c paho.Client, m paho.Message) {
-		var cmd mqtt.Command
+		var cmd protocol.Command
 		device, _, _ := tp.ParseDeviceTopic(m.Topic())
 		if json.Unmarshal(m.Payload(), &cmd) == nil {
-			b, _ := json.Marshal(mqtt.Result{ID: cmd.ID, Device: device, Status: mqtt.StatusApplied, Code: mqtt.CodeOK})
+			b, _ := json.Marshal(protocol.Result{ID: cmd.ID, Device: device, Status: protocol.StatusApplied, Code: protocol.CodeOK})
 			to := tp.DeviceResults(device)
 			if cmd.ReplyTo != "" {
 				to = cmd.ReplyTo

@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -169,13 +170,13 @@ func watchOnline(broker, agentID string) (<-chan struct{}, func(), error) {
 		return nil, nil, err
 	}
 	handler := func(_ paho.Client, m paho.Message) {
-		var st mqtt.AgentStatus
+		var st protocol.AgentStatus
 		if json.Unmarshal(m.Payload(), &st) == nil && st.Online && !closed {
 			closed = true // paho calls handlers one at a time (order matters)
 			close(online)
 		}
 	}
-	if err := mqtt.Wait(c.Subscribe(mqtt.Topics{}.AgentStatus(agentID), 1, handler), 10*time.Second); err != nil {
+	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.AgentStatus(agentID), 1, handler), 10*time.Second); err != nil {
 		c.Disconnect(0)
 		return nil, nil, err
 	}

@@ -1,12 +1,12 @@
 // Package httpapi serves a lease controller over HTTP JSON: the lease
 // operations, the controller's public keys, health, readiness and metrics.
 //
-//	POST /v1/leases/{domain}/acquire|renew|release   body: lease.Request
+//	POST /v1/leases/{domain}/acquire|renew|release   body: protocol.Request
 //	GET  /v1/leases/{domain}                         (get)
 //	GET  /v1/keys                                    public keys with key ids
 //	GET  /healthz, /readyz, /metrics
 //
-// Responses are lease.Response. Status: 200 when ok, 409 for held,
+// Responses are protocol.Response. Status: 200 when ok, 409 for held,
 // not_holder and expired, 400 for bad input (with a JSON body), 503 for
 // busy, 500 for internal errors.
 package httpapi
@@ -25,12 +25,13 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Controller is what the handler serves; *lease.Controller implements it.
 // Methods are called concurrently.
 type Controller interface {
-	Do(ctx context.Context, op lease.Op, domain string, req lease.Request) lease.Response
+	Do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response
 	Keys() []ed25519.PublicKey
 	Epoch() uint64
 }
@@ -71,11 +72,11 @@ type handler struct {
 
 func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 	domain := r.PathValue("domain")
-	op, err := lease.ParseOp(r.PathValue("op"))
-	if err == nil && op == lease.OpGet {
+	op, err := protocol.ParseLeaseOp(r.PathValue("op"))
+	if err == nil && op == protocol.OpGet {
 		err = fmt.Errorf("%w: get is GET /v1/leases/{domain}", lease.ErrBadRequest)
 	}
-	var req lease.Request
+	var req protocol.Request
 	if err == nil {
 		req, err = decodeBody(w, r)
 	}
@@ -88,44 +89,44 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
-	req := lease.Request{RequestID: r.URL.Query().Get("request_id")}
-	h.respond(w, r, h.cfg.Controller.Do(r.Context(), lease.OpGet, r.PathValue("domain"), req))
+	req := protocol.Request{RequestID: r.URL.Query().Get("request_id")}
+	h.respond(w, r, h.cfg.Controller.Do(r.Context(), protocol.OpGet, r.PathValue("domain"), req))
 }
 
-// decodeBody reads at most lease.MaxRequestBytes of JSON.
-func decodeBody(w http.ResponseWriter, r *http.Request) (lease.Request, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, lease.MaxRequestBytes))
+// decodeBody reads at most protocol.MaxRequestBytes of JSON.
+func decodeBody(w http.ResponseWriter, r *http.Request) (protocol.Request, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, protocol.MaxRequestBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return lease.Request{}, fmt.Errorf("%w: body is over %d bytes", lease.ErrBadRequest, lease.MaxRequestBytes)
+		return protocol.Request{}, fmt.Errorf("%w: body is over %d bytes", lease.ErrBadRequest, protocol.MaxRequestBytes)
 	}
 	if err != nil {
-		return lease.Request{}, fmt.Errorf("%w: read body: %v", lease.ErrBadRequest, err)
+		return protocol.Request{}, fmt.Errorf("%w: read body: %v", lease.ErrBadRequest, err)
 	}
-	return lease.DecodeRequest(body)
+	return protocol.DecodeRequest(body)
 }
 
 func (h *handler) badRequest(w http.ResponseWriter, r *http.Request, err error) {
 	h.respond(w, r, lease.BadRequest(err))
 }
 
-func (h *handler) respond(w http.ResponseWriter, r *http.Request, resp lease.Response) {
-	if resp.Code == lease.CodeBadRequest {
+func (h *handler) respond(w http.ResponseWriter, r *http.Request, resp protocol.Response) {
+	if resp.Code == protocol.CodeBadRequest {
 		h.log.Warn("bad request", "method", r.Method, "path", r.URL.Path, "err", resp.Message)
 	}
 	writeJSON(w, status(resp), resp)
 }
 
 // status maps a response to its HTTP status.
-func status(resp lease.Response) int {
+func status(resp protocol.Response) int {
 	switch {
 	case resp.OK:
 		return http.StatusOK
-	case resp.Code == lease.CodeBadRequest:
+	case resp.Code == protocol.CodeBadRequest:
 		return http.StatusBadRequest
-	case resp.Code == lease.CodeInternal:
+	case resp.Code == protocol.CodeInternal:
 		return http.StatusInternalServerError
-	case resp.Code == lease.CodeBusy:
+	case resp.Code == protocol.CodeBusy:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusConflict
@@ -149,7 +150,7 @@ func (h *handler) keys(w http.ResponseWriter, _ *http.Request) {
 		der, err := x509.MarshalPKIXPublicKey(k)
 		if err != nil {
 			h.log.Error("encode public key", "err", err)
-			writeJSON(w, http.StatusInternalServerError, lease.Response{Code: lease.CodeInternal})
+			writeJSON(w, http.StatusInternalServerError, protocol.Response{Code: protocol.CodeInternal})
 			return
 		}
 		out.Keys = append(out.Keys, Key{ID: fence.KeyIDOf(k).String(), Algorithm: "Ed25519",

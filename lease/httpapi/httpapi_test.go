@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/metrics"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,10 +27,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type client struct{ url string }
 
 // Do sends op over HTTP; a transport error fails t.
-func (c client) Do(t testing.TB, op lease.Op, domain string, req lease.Request) lease.Response {
+func (c client) Do(t testing.TB, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	var resp *http.Response
 	var err error
-	if op == lease.OpGet {
+	if op == protocol.OpGet {
 		resp, err = http.Get(c.url + "/v1/leases/" + domain)
 	} else {
 		body, _ := json.Marshal(req)
@@ -37,10 +38,10 @@ func (c client) Do(t testing.TB, op lease.Op, domain string, req lease.Request) 
 	}
 	if err != nil {
 		t.Error(err)
-		return lease.Response{}
+		return protocol.Response{}
 	}
 	defer resp.Body.Close()
-	var r lease.Response
+	var r protocol.Response
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		t.Errorf("decode: %v", err)
 	}
@@ -50,13 +51,13 @@ func (c client) Do(t testing.TB, op lease.Op, domain string, req lease.Request) 
 	return r
 }
 
-func wantStatus(r lease.Response) int {
+func wantStatus(r protocol.Response) int {
 	switch {
 	case r.OK:
 		return 200
-	case r.Code == lease.CodeBadRequest:
+	case r.Code == protocol.CodeBadRequest:
 		return 400
-	case r.Code == lease.CodeInternal:
+	case r.Code == protocol.CodeInternal:
 		return 500
 	}
 	return 409
@@ -89,7 +90,7 @@ func TestBadInputHTTP(t *testing.T) {
 		{"bad domain", "/v1/leases/d%20x/acquire", `{"request_id":"r","holder":"bob","ttl_ms":1000}`},
 		{"unknown op", "/v1/leases/d/steal", `{"request_id":"r","holder":"bob","ttl_ms":1000}`},
 		{"get by post", "/v1/leases/d/get", `{}`},
-		{"oversize", "/v1/leases/d/acquire", `{"request_id":"r","holder":"bob","ttl_ms":1000,"x":"` + strings.Repeat("x", lease.MaxRequestBytes) + `"}`},
+		{"oversize", "/v1/leases/d/acquire", `{"request_id":"r","holder":"bob","ttl_ms":1000,"x":"` + strings.Repeat("x", protocol.MaxRequestBytes) + `"}`},
 		{"bad token", "/v1/leases/d/release", `{"token":"fg1.x.y"}`},
 	}
 	for _, tc := range tests {
@@ -99,13 +100,13 @@ func TestBadInputHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var r lease.Response
+			var r protocol.Response
 			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 400 ||
-				r.Code != lease.CodeBadRequest || r.Message == "" {
+				r.Code != protocol.CodeBadRequest || r.Message == "" {
 				t.Fatalf("status %d, %+v, %v; want 400 bad_request with a message", resp.StatusCode, r, err)
 			}
-			g := e.Client.Do(t, lease.OpGet, "d", lease.Request{})
-			if g.Code != lease.CodeHeld || g.Token != held.Raw {
+			g := e.Client.Do(t, protocol.OpGet, "d", protocol.Request{})
+			if g.Code != protocol.CodeHeld || g.Token != held.Raw {
 				t.Fatalf("state changed: %+v", g)
 			}
 		})
@@ -117,7 +118,7 @@ func TestKeysHealthMetrics(t *testing.T) {
 	var readyErr error = notReady
 	e, url := start(t, func() error { return readyErr })
 	tok := leasetest.Verified(t, e, leasetest.Acquire(t, e.Client, "d", "alice", time.Minute))
-	leasetest.Want(t, leasetest.Acquire(t, e.Client, "d", "bob", time.Minute), lease.CodeHeld)
+	leasetest.Want(t, leasetest.Acquire(t, e.Client, "d", "bob", time.Minute), protocol.CodeHeld)
 
 	var keys struct {
 		Epoch uint64

@@ -8,6 +8,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // MustController returns a controller on a fresh bbolt store in t.TempDir,
@@ -70,6 +71,6 @@ func MustControllerOn(t testing.TB, cfg lease.Config, st lease.Store) (*lease.Co
 type Direct struct{ C *lease.Controller }
 
 // Do calls C.Do.
-func (d Direct) Do(_ testing.TB, op lease.Op, domain string, req lease.Request) lease.Response {
+func (d Direct) Do(_ testing.TB, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	return d.C.Do(context.Background(), op, domain, req)
 }

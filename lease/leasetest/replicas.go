@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Replicas are two controllers on one Shared store, sharing a clock and a
@@ -51,49 +52,49 @@ func newReplicas(t *testing.T, open Opener) Replicas {
 func replicaHeld(t *testing.T, r Replicas) {
 	a := Verified(t, r.A, Acquire(t, r.A.Client, "d", "alice", time.Second))
 	h := Acquire(t, r.B.Client, "d", "bob", time.Second)
-	if h.Code != lease.CodeHeld || h.Holder != "alice" {
+	if h.Code != protocol.CodeHeld || h.Holder != "alice" {
 		t.Fatalf("acquire on B: %+v, want held by alice", h)
 	}
-	g := r.B.Client.Do(t, lease.OpGet, "d", lease.Request{RequestID: ID()})
-	if g.Code != lease.CodeHeld || g.Token != a.Raw {
+	g := r.B.Client.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: ID()})
+	if g.Code != protocol.CodeHeld || g.Token != a.Raw {
 		t.Fatalf("get on B: %+v, want alice's token", g)
 	}
 }
 
 func replicaRenew(t *testing.T, r Replicas) {
 	a := Verified(t, r.A, Acquire(t, r.A.Client, "d", "alice", time.Second))
-	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), lease.CodeHeld) // B starts counting
+	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), protocol.CodeHeld) // B starts counting
 	r.Clock.Advance(800 * time.Millisecond)
-	Want(t, renew(t, r.A.Client, "d", a.Raw), lease.CodeRenewed)
+	Want(t, renew(t, r.A.Client, "d", a.Raw), protocol.CodeRenewed)
 	r.Clock.Advance(800 * time.Millisecond)
 	// B's first count would have ended now; it first reads the renewed
 	// record here and counts its full TTL from this read.
 	h := Acquire(t, r.B.Client, "d", "bob", time.Second)
-	if h.Code != lease.CodeHeld || h.ExpiresInMs != 1000 {
+	if h.Code != protocol.CodeHeld || h.ExpiresInMs != 1000 {
 		t.Fatalf("acquire on B after the renewal: %+v, want held for 1000 ms", h)
 	}
 	r.Clock.Advance(999 * time.Millisecond)
-	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), lease.CodeHeld)
+	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), protocol.CodeHeld)
 	r.Clock.Advance(2 * time.Millisecond)
 	b := Verified(t, r.B, Acquire(t, r.B.Client, "d", "bob", time.Second))
 	Newer(t, a, b)
-	Want(t, renew(t, r.A.Client, "d", a.Raw), lease.CodeNotHolder)
+	Want(t, renew(t, r.A.Client, "d", a.Raw), protocol.CodeNotHolder)
 }
 
 func replicaRelease(t *testing.T, r Replicas) {
 	a := Verified(t, r.A, Acquire(t, r.A.Client, "d", "alice", time.Minute))
-	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), lease.CodeHeld)
-	Want(t, releaseOp(t, r.A.Client, "d", a.Raw), lease.CodeReleased)
+	Want(t, Acquire(t, r.B.Client, "d", "bob", time.Second), protocol.CodeHeld)
+	Want(t, releaseOp(t, r.A.Client, "d", a.Raw), protocol.CodeReleased)
 	b := Verified(t, r.B, Acquire(t, r.B.Client, "d", "bob", time.Second))
 	Newer(t, a, b)
-	Want(t, releaseOp(t, r.A.Client, "d", b.Raw), lease.CodeReleased) // A sees B's grant
+	Want(t, releaseOp(t, r.A.Client, "d", b.Raw), protocol.CodeReleased) // A sees B's grant
 }
 
 func replicaRetry(t *testing.T, r Replicas) {
-	req := lease.Request{RequestID: ID(), Holder: "alice", TTLms: 1000}
-	a := Verified(t, r.A, r.A.Client.Do(t, lease.OpAcquire, "d", req))
-	again := r.B.Client.Do(t, lease.OpAcquire, "d", req)
-	if again.Code != lease.CodeGranted || again.Token != a.Raw {
+	req := protocol.Request{RequestID: ID(), Holder: "alice", TTLms: 1000}
+	a := Verified(t, r.A, r.A.Client.Do(t, protocol.OpAcquire, "d", req))
+	again := r.B.Client.Do(t, protocol.OpAcquire, "d", req)
+	if again.Code != protocol.CodeGranted || again.Token != a.Raw {
 		t.Fatalf("retry on B: %+v, want alice's token again", again)
 	}
 }
@@ -102,7 +103,7 @@ func replicaRace(t *testing.T, r Replicas) {
 	for i := range 10 {
 		domain := "race" + string(rune('a'+i))
 		var wg sync.WaitGroup
-		resps := make([]lease.Response, 2)
+		resps := make([]protocol.Response, 2)
 		for j, env := range []Env{r.A, r.B} {
 			wg.Add(1)
 			go func() {
@@ -114,9 +115,9 @@ func replicaRace(t *testing.T, r Replicas) {
 		granted := 0
 		for _, resp := range resps {
 			switch resp.Code {
-			case lease.CodeGranted:
+			case protocol.CodeGranted:
 				granted++
-			case lease.CodeHeld:
+			case protocol.CodeHeld:
 			default:
 				t.Fatalf("%s: %+v, want granted or held", domain, resp)
 			}
@@ -130,7 +131,7 @@ func replicaRace(t *testing.T, r Replicas) {
 func replicaWaiter(t *testing.T, r Replicas) {
 	a := Verified(t, r.A, Acquire(t, r.A.Client, "d", "alice", time.Minute))
 	done := startWaiter(t, r.B, 30*time.Second)
-	Want(t, releaseOp(t, r.A.Client, "d", a.Raw), lease.CodeReleased)
+	Want(t, releaseOp(t, r.A.Client, "d", a.Raw), protocol.CodeReleased)
 	for {
 		r.Clock.Advance(lease.SharedPoll)
 		select {

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Client sends one lease request through a transport and returns the
 // response; it fails t if the transport does.
 type Client interface {
-	Do(t testing.TB, op lease.Op, domain string, req lease.Request) lease.Response
+	Do(t testing.TB, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response
 }
 
 // Env is one controller behind a transport, with its clock and keys.
@@ -55,20 +55,20 @@ var reqSeq atomic.Int64
 func ID() string { return fmt.Sprintf("r%d", reqSeq.Add(1)) }
 
 // Acquire sends an acquire with a fresh request id.
-func Acquire(t testing.TB, c Client, domain, holder string, ttl time.Duration) lease.Response {
-	return c.Do(t, lease.OpAcquire, domain, lease.Request{RequestID: ID(), Holder: holder, TTLms: uint64(ttl.Milliseconds())})
+func Acquire(t testing.TB, c Client, domain, holder string, ttl time.Duration) protocol.Response {
+	return c.Do(t, protocol.OpAcquire, domain, protocol.Request{RequestID: ID(), Holder: holder, TTLms: uint64(ttl.Milliseconds())})
 }
 
-func renew(t testing.TB, c Client, domain, token string) lease.Response {
-	return c.Do(t, lease.OpRenew, domain, lease.Request{RequestID: ID(), Token: token})
+func renew(t testing.TB, c Client, domain, token string) protocol.Response {
+	return c.Do(t, protocol.OpRenew, domain, protocol.Request{RequestID: ID(), Token: token})
 }
 
-func releaseOp(t testing.TB, c Client, domain, token string) lease.Response {
-	return c.Do(t, lease.OpRelease, domain, lease.Request{RequestID: ID(), Token: token})
+func releaseOp(t testing.TB, c Client, domain, token string) protocol.Response {
+	return c.Do(t, protocol.OpRelease, domain, protocol.Request{RequestID: ID(), Token: token})
 }
 
 // Want fails t unless resp has code (and OK as that code implies).
-func Want(t testing.TB, resp lease.Response, code lease.Code) {
+func Want(t testing.TB, resp protocol.Response, code protocol.Code) {
 	t.Helper()
 	if resp.Code != code {
 		t.Fatalf("code %q (%s), want %q; response %+v", resp.Code, resp.Message, code, resp)
@@ -76,9 +76,9 @@ func Want(t testing.TB, resp lease.Response, code lease.Code) {
 }
 
 // Verified returns the verified token of a granted response.
-func Verified(t testing.TB, e Env, resp lease.Response) fence.Token {
+func Verified(t testing.TB, e Env, resp protocol.Response) fence.Token {
 	t.Helper()
-	Want(t, resp, lease.CodeGranted)
+	Want(t, resp, protocol.CodeGranted)
 	if !resp.OK {
 		t.Fatalf("granted but not ok: %+v", resp)
 	}
@@ -103,12 +103,12 @@ func competing(t *testing.T, e Env) {
 		e.Announced(t, "d", a.Raw)
 	}
 	r := Acquire(t, e.Client, "d", "bob", time.Second)
-	Want(t, r, lease.CodeHeld)
+	Want(t, r, protocol.CodeHeld)
 	if r.OK || r.Holder != "alice" || r.ExpiresInMs <= 0 || r.ExpiresInMs > 1000 || r.Token != "" {
 		t.Fatalf("held response %+v: want holder alice, 0 < expires_in_ms <= 1000, no token", r)
 	}
-	g := e.Client.Do(t, lease.OpGet, "d", lease.Request{RequestID: ID()})
-	if g.Code != lease.CodeHeld || g.Holder != "alice" || g.Token != a.Raw {
+	g := e.Client.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: ID()})
+	if g.Code != protocol.CodeHeld || g.Holder != "alice" || g.Token != a.Raw {
 		t.Fatalf("get: %+v", g)
 	}
 }
@@ -116,21 +116,21 @@ func competing(t *testing.T, e Env) {
 func expiry(t *testing.T, e Env) {
 	a := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Second))
 	e.Clock.Advance(999 * time.Millisecond)
-	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), lease.CodeHeld)
+	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), protocol.CodeHeld)
 	e.Clock.Advance(2 * time.Millisecond)
 	b := Verified(t, e, Acquire(t, e.Client, "d", "bob", time.Second))
 	Newer(t, a, b)
 	if e.Announced != nil {
 		e.Announced(t, "d", b.Raw)
 	}
-	Want(t, renew(t, e.Client, "d", a.Raw), lease.CodeNotHolder)
+	Want(t, renew(t, e.Client, "d", a.Raw), protocol.CodeNotHolder)
 }
 
 func renewAfterExpiry(t *testing.T, e Env) {
 	a := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Second))
 	e.Clock.Advance(1001 * time.Millisecond)
 	r := renew(t, e.Client, "d", a.Raw)
-	Want(t, r, lease.CodeExpired)
+	Want(t, r, protocol.CodeExpired)
 	if r.OK {
 		t.Fatal("expired renew is ok")
 	}
@@ -143,33 +143,33 @@ func renewKeeps(t *testing.T, e Env) {
 	for range 3 {
 		e.Clock.Advance(800 * time.Millisecond)
 		r := renew(t, e.Client, "d", a.Raw)
-		Want(t, r, lease.CodeRenewed)
+		Want(t, r, protocol.CodeRenewed)
 		if r.Token != a.Raw || r.ExpiresInMs != 1000 {
 			t.Fatalf("renew: %+v, want the same token and 1000 ms", r)
 		}
 	}
-	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), lease.CodeHeld)
-	r := e.Client.Do(t, lease.OpRenew, "d", lease.Request{RequestID: ID(), Token: a.Raw, TTLms: 5000})
-	if r.Code != lease.CodeRenewed || r.ExpiresInMs != 5000 || r.Token != a.Raw {
+	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), protocol.CodeHeld)
+	r := e.Client.Do(t, protocol.OpRenew, "d", protocol.Request{RequestID: ID(), Token: a.Raw, TTLms: 5000})
+	if r.Code != protocol.CodeRenewed || r.ExpiresInMs != 5000 || r.Token != a.Raw {
 		t.Fatalf("renew with ttl: %+v", r)
 	}
 	e.Clock.Advance(4 * time.Second)
-	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), lease.CodeHeld)
+	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), protocol.CodeHeld)
 }
 
 func release(t *testing.T, e Env) {
 	a := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Minute))
-	Want(t, releaseOp(t, e.Client, "d", a.Raw), lease.CodeReleased)
-	g := e.Client.Do(t, lease.OpGet, "d", lease.Request{RequestID: ID()})
-	if g.Code != lease.CodeReleased || !g.OK {
+	Want(t, releaseOp(t, e.Client, "d", a.Raw), protocol.CodeReleased)
+	g := e.Client.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: ID()})
+	if g.Code != protocol.CodeReleased || !g.OK {
 		t.Fatalf("get after release: %+v", g)
 	}
-	Want(t, releaseOp(t, e.Client, "d", a.Raw), lease.CodeNotHolder)
-	Want(t, renew(t, e.Client, "d", a.Raw), lease.CodeNotHolder)
+	Want(t, releaseOp(t, e.Client, "d", a.Raw), protocol.CodeNotHolder)
+	Want(t, renew(t, e.Client, "d", a.Raw), protocol.CodeNotHolder)
 	b := Verified(t, e, Acquire(t, e.Client, "d", "bob", time.Minute))
 	Newer(t, a, b)
 	r := releaseOp(t, e.Client, "d", a.Raw)
-	if r.Code != lease.CodeNotHolder || r.Holder != "bob" {
+	if r.Code != protocol.CodeNotHolder || r.Holder != "bob" {
 		t.Fatalf("release of an old lease: %+v", r)
 	}
 }
@@ -178,39 +178,39 @@ func supersede(t *testing.T, e Env) {
 	a1 := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Minute))
 	a2 := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Minute))
 	Newer(t, a1, a2)
-	Want(t, renew(t, e.Client, "d", a1.Raw), lease.CodeNotHolder)
-	Want(t, renew(t, e.Client, "d", a2.Raw), lease.CodeRenewed)
-	Want(t, releaseOp(t, e.Client, "d", a1.Raw), lease.CodeNotHolder)
-	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), lease.CodeHeld)
+	Want(t, renew(t, e.Client, "d", a1.Raw), protocol.CodeNotHolder)
+	Want(t, renew(t, e.Client, "d", a2.Raw), protocol.CodeRenewed)
+	Want(t, releaseOp(t, e.Client, "d", a1.Raw), protocol.CodeNotHolder)
+	Want(t, Acquire(t, e.Client, "d", "bob", time.Second), protocol.CodeHeld)
 }
 
 func retry(t *testing.T, e Env) {
-	req := lease.Request{RequestID: ID(), Holder: "alice", TTLms: 1000}
-	a := Verified(t, e, e.Client.Do(t, lease.OpAcquire, "d", req))
+	req := protocol.Request{RequestID: ID(), Holder: "alice", TTLms: 1000}
+	a := Verified(t, e, e.Client.Do(t, protocol.OpAcquire, "d", req))
 	e.Clock.Advance(300 * time.Millisecond)
-	again := e.Client.Do(t, lease.OpAcquire, "d", req)
-	if again.Code != lease.CodeGranted || again.Token != a.Raw || again.ExpiresInMs > 700 {
+	again := e.Client.Do(t, protocol.OpAcquire, "d", req)
+	if again.Code != protocol.CodeGranted || again.Token != a.Raw || again.ExpiresInMs > 700 {
 		t.Fatalf("retry: %+v, want the same token with <= 700 ms left", again)
 	}
 	other := req
 	other.Holder = "bob"
-	Want(t, e.Client.Do(t, lease.OpAcquire, "d", other), lease.CodeBadRequest)
-	Want(t, releaseOp(t, e.Client, "d", a.Raw), lease.CodeReleased)
-	late := e.Client.Do(t, lease.OpAcquire, "d", req)
-	if late.Code != lease.CodeExpired || late.OK || late.Token != "" {
+	Want(t, e.Client.Do(t, protocol.OpAcquire, "d", other), protocol.CodeBadRequest)
+	Want(t, releaseOp(t, e.Client, "d", a.Raw), protocol.CodeReleased)
+	late := e.Client.Do(t, protocol.OpAcquire, "d", req)
+	if late.Code != protocol.CodeExpired || late.OK || late.Token != "" {
 		t.Fatalf("retry after release: %+v, want expired", late)
 	}
-	g := e.Client.Do(t, lease.OpGet, "d", lease.Request{RequestID: ID()})
-	Want(t, g, lease.CodeReleased) // the late retry granted nothing
+	g := e.Client.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: ID()})
+	Want(t, g, protocol.CodeReleased) // the late retry granted nothing
 }
 
 // startWaiter acquires for bob with a wait, in the background, and returns
 // once the controller is waiting (its clock holds a timer).
-func startWaiter(t *testing.T, e Env, wait time.Duration) <-chan lease.Response {
+func startWaiter(t *testing.T, e Env, wait time.Duration) <-chan protocol.Response {
 	before := e.Clock.Timers()
-	done := make(chan lease.Response, 1)
+	done := make(chan protocol.Response, 1)
 	go func() {
-		done <- e.Client.Do(t, lease.OpAcquire, "d", lease.Request{RequestID: ID(), Holder: "bob",
+		done <- e.Client.Do(t, protocol.OpAcquire, "d", protocol.Request{RequestID: ID(), Holder: "bob",
 			TTLms: 1000, WaitMs: uint64(wait.Milliseconds())})
 	}()
 	for e.Clock.Timers() == before {
@@ -227,8 +227,8 @@ func waitRelease(t *testing.T, e Env) {
 	a := Verified(t, e, Acquire(t, e.Client, "d", "alice", time.Minute))
 	done := startWaiter(t, e, 30*time.Second)
 	// Other requests are answered while bob waits.
-	Want(t, Acquire(t, e.Client, "d", "carol", time.Second), lease.CodeHeld)
-	Want(t, releaseOp(t, e.Client, "d", a.Raw), lease.CodeReleased)
+	Want(t, Acquire(t, e.Client, "d", "carol", time.Second), protocol.CodeHeld)
+	Want(t, releaseOp(t, e.Client, "d", a.Raw), protocol.CodeReleased)
 	b := Verified(t, e, <-done)
 	if b.Holder != "bob" {
 		t.Fatalf("hand-over went to %q", b.Holder)
@@ -249,7 +249,7 @@ func waitTimeout(t *testing.T, e Env) {
 	done := startWaiter(t, e, 5*time.Second)
 	e.Clock.Advance(5001 * time.Millisecond)
 	r := <-done
-	if r.Code != lease.CodeHeld || r.Holder != "alice" {
+	if r.Code != protocol.CodeHeld || r.Holder != "alice" {
 		t.Fatalf("wait timeout: %+v", r)
 	}
 }

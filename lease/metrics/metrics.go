@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // Metrics implements lease.Observer and records store commits. Safe for
@@ -62,16 +63,16 @@ func RegisterDomains(reg prometheus.Registerer, inMemory func() int) {
 }
 
 // Observe records one operation's outcome and duration.
-func (m *Metrics) Observe(op lease.Op, code lease.Code, took time.Duration) {
+func (m *Metrics) Observe(op protocol.LeaseOp, code protocol.Code, took time.Duration) {
 	m.requests.WithLabelValues(string(op)).Observe(took.Seconds())
 	switch code {
-	case lease.CodeGranted, lease.CodeRenewed, lease.CodeReleased:
-	case lease.CodeHeld:
-		if op != lease.OpGet {
+	case protocol.CodeGranted, protocol.CodeRenewed, protocol.CodeReleased:
+	case protocol.CodeHeld:
+		if op != protocol.OpGet {
 			m.denials.WithLabelValues(string(code)).Inc()
 		}
 	default:
-		if op != lease.OpGet || code != lease.CodeExpired {
+		if op != protocol.OpGet || code != protocol.CodeExpired {
 			m.denials.WithLabelValues(string(code)).Inc()
 		}
 	}

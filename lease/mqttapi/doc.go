@@ -4,7 +4,7 @@
 // and every new grant published retained on fencegate/v1/leases/{domain}/grant.
 //
 // reply_to must lie in the reply namespace fencegate/v1/replies/ or under a
-// configured prefix, and is never a $ or protocol topic (mqtt.ReplyRule); a
+// configured prefix, and is never a $ or protocol topic (protocol.ReplyRule); a
 // request with any other reply_to is logged and not run.
 //
 // On each connection the server first reads what the broker retains — the

@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -48,19 +49,19 @@ func TestEpochFromWrongClock(t *testing.T) {
 		t.Fatalf("a refused grant changed the store: %+v", rec)
 	}
 	other := leasetest.Acquire(t, ctl.client, "other", "alice", time.Minute) // nothing seen there
-	leasetest.Want(t, other, lease.CodeGranted)
+	leasetest.Want(t, other, protocol.CodeGranted)
 	ctl.close()
 
 	// An agent's state naming its domain bounds that domain only: its
 	// seq 50 is above this store's next seq there.
-	publishState(t, intruder, mqtt.DeviceState{Device: "pump2", Domain: "line", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 1000, Seq: 50, Holder: "h"}})
+	publishState(t, intruder, protocol.DeviceState{Device: "pump2", Domain: "line", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 1000, Seq: 50, Holder: "h"}})
 	ctl = startObserving(t, b.URL(), path, signer)
 	wantRefused(t, ctl, "line")
-	leasetest.Want(t, leasetest.Acquire(t, ctl.client, "spare", "alice", time.Minute), lease.CodeGranted)
+	leasetest.Want(t, leasetest.Acquire(t, ctl.client, "spare", "alice", time.Minute), protocol.CodeGranted)
 	ctl.close()
 
 	// A state naming no domain (an older agent) bounds every domain.
-	publishState(t, intruder, mqtt.DeviceState{Device: "pump1", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 7000, Seq: 1, Holder: "h"}})
+	publishState(t, intruder, protocol.DeviceState{Device: "pump1", Agent: "gw1", Online: true, Fence: &fence.Fence{Epoch: 7000, Seq: 1, Holder: "h"}})
 	ctl = startObserving(t, b.URL(), path, signer)
 	wantRefused(t, ctl, "fresh")
 	ctl.close()
@@ -72,7 +73,7 @@ func TestEpochFromWrongClock(t *testing.T) {
 	defer ctl.close()
 	for _, d := range []string{"press", "fresh", "line"} {
 		r := leasetest.Acquire(t, ctl.client, d, "bob", time.Minute)
-		leasetest.Want(t, r, lease.CodeGranted)
+		leasetest.Want(t, r, protocol.CodeGranted)
 		tok, _ := fence.ParseUnverified(r.Token)
 		if fence.ComparePosition(tok.Epoch, tok.Seq, 7000, 1) <= 0 || fence.ComparePosition(tok.Epoch, tok.Seq, old.Epoch, old.Seq) <= 0 {
 			t.Fatalf("after the bump %s granted %d/%d, not above what was seen", d, tok.Epoch, tok.Seq)
@@ -80,10 +81,10 @@ func TestEpochFromWrongClock(t *testing.T) {
 	}
 }
 
-func publishState(t *testing.T, c paho.Client, st mqtt.DeviceState) {
+func publishState(t *testing.T, c paho.Client, st protocol.DeviceState) {
 	t.Helper()
 	payload, _ := json.Marshal(st)
-	if err := mqtt.Wait(c.Publish(mqtt.Topics{}.DeviceState(st.Device), 1, true, payload), waitLong); err != nil {
+	if err := mqtt.Wait(c.Publish(protocol.Topics{}.DeviceState(st.Device), 1, true, payload), waitLong); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -91,7 +92,7 @@ func publishState(t *testing.T, c paho.Client, st mqtt.DeviceState) {
 func wantRefused(t *testing.T, ctl observing, domain string) {
 	t.Helper()
 	r := leasetest.Acquire(t, ctl.client, domain, "bob", time.Minute)
-	if r.Code == lease.CodeGranted || !strings.Contains(r.Message, "epoch-bump") {
+	if r.Code == protocol.CodeGranted || !strings.Contains(r.Message, "epoch-bump") {
 		t.Fatalf("acquire of %s below a seen epoch: %+v, want a refusal naming epoch-bump", domain, r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -28,7 +29,7 @@ func TestRetainedGrantsCanBeErased(t *testing.T) {
 	signer, _ := leasetest.MustSigner(t)
 	stop := startOn(t, b.URL(), path, signer)
 	r := leasetest.Acquire(t, stop.client, "press", "alice", time.Hour)
-	leasetest.Want(t, r, lease.CodeGranted)
+	leasetest.Want(t, r, protocol.CodeGranted)
 	w.waitLast(t, r.Token)
 	stop.close()
 

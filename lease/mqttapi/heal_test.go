@@ -11,6 +11,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -85,7 +86,7 @@ func watchGrants(t *testing.T, broker string) *grantWatcher {
 	w := &grantWatcher{}
 	c := connect(t, broker, "watcher")
 	handler := func(_ paho.Client, m paho.Message) {
-		var g mqtt.Grant
+		var g protocol.Grant
 		if json.Unmarshal(m.Payload(), &g) != nil {
 			g.Token = "(undecodable)"
 		}
@@ -93,7 +94,7 @@ func watchGrants(t *testing.T, broker string) *grantWatcher {
 		w.tokens = append(w.tokens, g.Token)
 		w.mu.Unlock()
 	}
-	if err := mqtt.Wait(c.Subscribe(mqtt.Topics{}.LeaseGrant("press"), 1, handler), 10*time.Second); err != nil {
+	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.LeaseGrant("press"), 1, handler), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -146,13 +147,13 @@ func sign(t *testing.T, s *fence.Signer, seq uint64) fence.Token {
 }
 
 func grantJSON(raw string) []byte {
-	b, _ := json.Marshal(mqtt.Grant{Token: raw})
+	b, _ := json.Marshal(protocol.Grant{Token: raw})
 	return b
 }
 
 func publishRetained(t *testing.T, c paho.Client, payload []byte) {
 	t.Helper()
-	if err := mqtt.Wait(c.Publish(mqtt.Topics{}.LeaseGrant("press"), 1, true, payload), 10*time.Second); err != nil {
+	if err := mqtt.Wait(c.Publish(protocol.Topics{}.LeaseGrant("press"), 1, true, payload), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }

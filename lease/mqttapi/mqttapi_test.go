@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -29,7 +30,7 @@ type client struct {
 	replyTo string
 
 	mu      sync.Mutex // guards waiting and grants
-	waiting map[string]chan lease.Response
+	waiting map[string]chan protocol.Response
 	grants  map[string]string // domain → retained token seen
 	changed chan struct{}
 }
@@ -39,13 +40,13 @@ type client struct {
 // publish trips a data race inside the embedded broker (mochi-mqtt issue
 // 200), so clients that do not need grants do not subscribe.
 func newClient(t testing.TB, broker, id string, watchGrants ...bool) *client {
-	cl := &client{replyTo: mqtt.Topics{}.ReplyTopic(id), waiting: map[string]chan lease.Response{},
+	cl := &client{replyTo: protocol.Topics{}.ReplyTopic(id), waiting: map[string]chan protocol.Response{},
 		grants: map[string]string{}, changed: make(chan struct{}, 1)}
 	ready := make(chan struct{})
 	opts, err := mqtt.Config{Broker: broker, ClientID: id}.ClientOptions(func(c paho.Client) {
 		tok := c.Subscribe(cl.replyTo, 1, cl.onReply)
 		if len(watchGrants) > 0 && watchGrants[0] {
-			tok = c.Subscribe(mqtt.Topics{}.LeaseGrant("+"), 1, cl.onGrant)
+			tok = c.Subscribe(protocol.Topics{}.LeaseGrant("+"), 1, cl.onGrant)
 		}
 		go func() { tok.Wait(); close(ready) }()
 	})
@@ -62,7 +63,7 @@ func newClient(t testing.TB, broker, id string, watchGrants ...bool) *client {
 }
 
 func (cl *client) onReply(_ paho.Client, m paho.Message) {
-	var r lease.Response
+	var r protocol.Response
 	if json.Unmarshal(m.Payload(), &r) != nil {
 		return
 	}
@@ -75,7 +76,7 @@ func (cl *client) onReply(_ paho.Client, m paho.Message) {
 }
 
 func (cl *client) onGrant(_ paho.Client, m paho.Message) {
-	domain, _, _ := mqtt.Topics{}.ParseLeaseTopic(m.Topic())
+	domain, _, _ := protocol.Topics{}.ParseLeaseTopic(m.Topic())
 	var g struct{ Token string }
 	json.Unmarshal(m.Payload(), &g)
 	cl.mu.Lock()
@@ -88,29 +89,29 @@ func (cl *client) onGrant(_ paho.Client, m paho.Message) {
 }
 
 // Do publishes req (with the client's reply topic) and waits for the answer.
-func (cl *client) Do(t testing.TB, op lease.Op, domain string, req lease.Request) lease.Response {
+func (cl *client) Do(t testing.TB, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	req.ReplyTo = cl.replyTo
 	payload, _ := json.Marshal(req)
-	return cl.raw(t, mqtt.Topics{}.Lease(domain, string(op)), req.RequestID, payload)
+	return cl.raw(t, protocol.Topics{}.Lease(domain, string(op)), req.RequestID, payload)
 }
 
 // raw publishes payload on topic and waits for the response to requestID.
-func (cl *client) raw(t testing.TB, topic, requestID string, payload []byte) lease.Response {
-	ch := make(chan lease.Response, 1)
+func (cl *client) raw(t testing.TB, topic, requestID string, payload []byte) protocol.Response {
+	ch := make(chan protocol.Response, 1)
 	cl.mu.Lock()
 	cl.waiting[requestID] = ch
 	cl.mu.Unlock()
 	defer func() { cl.mu.Lock(); delete(cl.waiting, requestID); cl.mu.Unlock() }()
 	if err := mqtt.Wait(cl.c.Publish(topic, 1, false, payload), waitLong); err != nil {
 		t.Error(err)
-		return lease.Response{}
+		return protocol.Response{}
 	}
 	select {
 	case r := <-ch:
 		return r
 	case <-time.After(waitLong):
 		t.Errorf("no response to %s on %s", requestID, topic)
-		return lease.Response{}
+		return protocol.Response{}
 	}
 }
 
@@ -198,7 +199,7 @@ func TestBadInput(t *testing.T) {
 		{name: "domain bad chars", domain: "d$x", op: "acquire", payload: acq(`"holder":"bob","ttl_ms":1000`)},
 		{name: "domain too long", domain: strings.Repeat("x", 129), op: "acquire", payload: acq(`"holder":"bob","ttl_ms":1000`)},
 		{name: "unknown op", domain: "d", op: "steal", payload: acq(`"holder":"bob","ttl_ms":1000`)},
-		{name: "oversize", domain: "d", op: "acquire", payload: acq(`"holder":"bob","ttl_ms":1000,"pad":"` + strings.Repeat("x", lease.MaxRequestBytes) + `"`)},
+		{name: "oversize", domain: "d", op: "acquire", payload: acq(`"holder":"bob","ttl_ms":1000,"pad":"` + strings.Repeat("x", protocol.MaxRequestBytes) + `"`)},
 		{name: "renew missing token", domain: "d", op: "renew", payload: acq(`"holder":"alice"`)},
 		{name: "renew garbage token", domain: "d", op: "renew", payload: acq(`"token":"fg1.AAAA.BBBB"`)},
 		{name: "renew altered token", domain: "d", op: "renew", payload: acq(`"token":"` + flip(held.Raw) + `"`)},
@@ -208,7 +209,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			topic := mqtt.Topics{}.Lease(tc.domain, tc.op)
+			topic := protocol.Topics{}.Lease(tc.domain, tc.op)
 			if tc.noReply {
 				if err := mqtt.Wait(e.cl.c.Publish(topic, 1, false, []byte(tc.payload)), waitLong); err != nil {
 					t.Fatal(err)
@@ -219,14 +220,14 @@ func TestBadInput(t *testing.T) {
 					id = ""
 				}
 				r := e.cl.raw(t, topic, id, []byte(tc.payload))
-				if r.Code != lease.CodeBadRequest || r.OK || r.RequestID != id || r.Message == "" {
+				if r.Code != protocol.CodeBadRequest || r.OK || r.RequestID != id || r.Message == "" {
 					t.Fatalf("response %+v, want bad_request with a message", r)
 				}
 			}
 			// A round trip after the bad request: the controller still
 			// answers, and nothing changed.
-			g := e.cl.Do(t, lease.OpGet, "d", lease.Request{RequestID: leasetest.ID()})
-			if g.Code != lease.CodeHeld || g.Token != held.Raw {
+			g := e.cl.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: leasetest.ID()})
+			if g.Code != protocol.CodeHeld || g.Token != held.Raw {
 				t.Fatalf("after bad input: %+v", g)
 			}
 			after, err := e.store.Load(context.Background(), "d")
@@ -267,7 +268,7 @@ func TestManyClients(t *testing.T) {
 			domain := []string{"x", "y"}[i%2]
 			for range 25 {
 				r := leasetest.Acquire(t, cl, domain, "h"+string(rune('a'+i)), time.Second)
-				if r.Code != lease.CodeGranted {
+				if r.Code != protocol.CodeGranted {
 					continue
 				}
 				tok, err := e.Keys.Verify(r.Token)
@@ -282,7 +283,7 @@ func TestManyClients(t *testing.T) {
 				}
 				seen[key] = r.Token
 				mu.Unlock()
-				cl.Do(t, lease.OpRelease, domain, lease.Request{RequestID: leasetest.ID(), Token: r.Token})
+				cl.Do(t, protocol.OpRelease, domain, protocol.Request{RequestID: leasetest.ID(), Token: r.Token})
 			}
 		}()
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/transport/mqtt"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // ErrNotObserved: the server has not read the broker's retained grants
@@ -60,7 +60,7 @@ type observed struct {
 // newObserved builds the observer of client id: its sync topic is
 // {replies}/{client id}/sync, where a broker ACL lets each client read its
 // own replies (or a random one if the id cannot be a topic level).
-func newObserved(t mqtt.Topics, clientID string) *observed {
+func newObserved(t protocol.Topics, clientID string) *observed {
 	b := make([]byte, 8)
 	rand.Read(b)
 	nonce := hex.EncodeToString(b)
@@ -279,7 +279,7 @@ func (s *Server) onSync(_ paho.Client, m paho.Message) {
 // domain, the highest fence position the agents report (the highest epoch
 // for all domains from a state that names none).
 func (s *Server) onDeviceState(_ paho.Client, m paho.Message) {
-	var st mqtt.DeviceState
+	var st protocol.DeviceState
 	if json.Unmarshal(m.Payload(), &st) != nil || st.Fence == nil {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -21,7 +22,7 @@ const retryInterval = time.Second
 // one on the broker.
 type publisher struct {
 	client paho.Client
-	topics mqtt.Topics
+	topics protocol.Topics
 	log    *slog.Logger
 	wake   chan struct{} // buffered 1: there is pending work
 
@@ -30,7 +31,7 @@ type publisher struct {
 	pending map[string]bool
 }
 
-func newPublisher(c paho.Client, t mqtt.Topics, log *slog.Logger) *publisher {
+func newPublisher(c paho.Client, t protocol.Topics, log *slog.Logger) *publisher {
 	return &publisher{client: c, topics: t, log: log, wake: make(chan struct{}, 1),
 		latest: make(map[string]fence.Token), pending: make(map[string]bool)}
 }

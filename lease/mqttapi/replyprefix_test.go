@@ -8,6 +8,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -38,5 +39,5 @@ func TestReplyPrefixes(t *testing.T) {
 	if err := mqtt.Wait(cl.c.Subscribe(cl.replyTo, 1, cl.onReply), waitLong); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.Want(t, cl.Do(t, lease.OpGet, "press", lease.Request{RequestID: leasetest.ID()}), lease.CodeReleased)
+	leasetest.Want(t, cl.Do(t, protocol.OpGet, "press", protocol.Request{RequestID: leasetest.ID()}), protocol.CodeReleased)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -52,7 +53,7 @@ func TestReplyToConfusedDeputy(t *testing.T) {
 	srv.Start(c)
 	t.Cleanup(srv.Close)
 	waitReady(srv)
-	tp := mqtt.Topics{}
+	tp := protocol.Topics{}
 	victims := []string{tp.DeviceCommands("pump1"), tp.AgentStatus("gw1"), "tasmota/cmnd/Backlog", "$SYS/x", tp.Replies()}
 	seen := make(chan string, 16)
 	spy := connect(t, b.URL(), "spy")
@@ -62,7 +63,7 @@ func TestReplyToConfusedDeputy(t *testing.T) {
 		}
 	}
 	for _, v := range victims {
-		payload, _ := json.Marshal(lease.Request{RequestID: leasetest.ID(), ReplyTo: v, Holder: "mallory", TTLms: 60000})
+		payload, _ := json.Marshal(protocol.Request{RequestID: leasetest.ID(), ReplyTo: v, Holder: "mallory", TTLms: 60000})
 		if err := mqtt.Wait(spy.Publish(tp.Lease("press", "acquire"), 1, false, payload), waitLong); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ func TestReplyToConfusedDeputy(t *testing.T) {
 		t.Fatalf("a request with a bad reply_to changed the store: %+v, %v", rec, err)
 	}
 	cl := newClient(t, b.URL(), "honest")
-	leasetest.Want(t, cl.Do(t, lease.OpGet, "press", lease.Request{RequestID: leasetest.ID()}), lease.CodeReleased)
+	leasetest.Want(t, cl.Do(t, protocol.OpGet, "press", protocol.Request{RequestID: leasetest.ID()}), protocol.CodeReleased)
 	select {
 	case topic := <-seen:
 		t.Fatalf("a lease response was published on %s", topic)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -24,22 +25,19 @@ const (
 	DefaultMaxInFlight = 4096
 	// publishTimeout bounds the wait for the broker to take one publish.
 	publishTimeout = 10 * time.Second
-	// maxPeekBytes bounds the payload searched for a reply_to after it was
-	// rejected.
-	maxPeekBytes = 1 << 20
 )
 
 // Handler runs one lease operation; *lease.Controller implements it. It is
 // called concurrently.
 type Handler interface {
-	Do(ctx context.Context, op lease.Op, domain string, req lease.Request) lease.Response
+	Do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response
 }
 
 // Config configures a Server. MQTT.Broker is required; zero values of the
 // other fields mean defaults.
 type Config struct {
 	MQTT   mqtt.Config
-	Topics mqtt.Topics
+	Topics protocol.Topics
 	Logger *slog.Logger
 	// QueueSize bounds requests received but not yet dispatched; requests
 	// beyond it are dropped with a log line. Default 4096.
@@ -57,16 +55,16 @@ type Config struct {
 	// reply namespace Topics.Replies() (fencegate/v1/replies/), which is
 	// always allowed. Each must pass CheckReplyPrefix. A reply_to outside
 	// them, a $ topic or a protocol topic is never published to
-	// (mqtt.ReplyRule): the request is logged and not answered.
+	// (protocol.ReplyRule): the request is logged and not answered.
 	ReplyPrefixes []string
 }
 
 // CheckReplyPrefix returns nil if p can be an allowed reply prefix: not
-// empty, no wildcard or NUL, not a $ topic, at most mqtt.MaxReplyTopicBytes.
+// empty, no wildcard or NUL, not a $ topic, at most protocol.MaxReplyTopicBytes.
 func CheckReplyPrefix(p string) error {
 	switch {
-	case p == "" || len(p) > mqtt.MaxReplyTopicBytes:
-		return fmt.Errorf("%w: reply prefix %q must be 1..%d bytes", lease.ErrConfig, p, mqtt.MaxReplyTopicBytes)
+	case p == "" || len(p) > protocol.MaxReplyTopicBytes:
+		return fmt.Errorf("%w: reply prefix %q must be 1..%d bytes", lease.ErrConfig, p, protocol.MaxReplyTopicBytes)
 	case strings.ContainsAny(p, "+#\x00"):
 		return fmt.Errorf("%w: reply prefix %q has a wildcard or NUL", lease.ErrConfig, p)
 	case strings.HasPrefix(p, "$"):
@@ -77,15 +75,15 @@ func CheckReplyPrefix(p string) error {
 
 // replyRule is the rule of where responses may go: the reply namespace and
 // cfg's further prefixes.
-func (cfg Config) replyRule() (mqtt.ReplyRule, error) {
+func (cfg Config) replyRule() (protocol.ReplyRule, error) {
 	prefixes := []string{cfg.Topics.Replies()}
 	for _, p := range cfg.ReplyPrefixes {
 		if err := CheckReplyPrefix(p); err != nil {
-			return mqtt.ReplyRule{}, err
+			return protocol.ReplyRule{}, err
 		}
 		prefixes = append(prefixes, p)
 	}
-	return mqtt.ReplyRule{Topics: cfg.Topics, Prefixes: prefixes}, nil
+	return protocol.ReplyRule{Topics: cfg.Topics, Prefixes: prefixes}, nil
 }
 
 // Server is the MQTT front of a lease controller. Create it with New, hand
@@ -96,7 +94,7 @@ type Server struct {
 	client paho.Client
 	pub    *publisher
 	queue  chan message
-	rule   mqtt.ReplyRule // where responses may go
+	rule   protocol.ReplyRule // where responses may go
 
 	subscribed atomic.Bool // set when the request subscription is in place
 
@@ -305,7 +303,7 @@ func (s *Server) onGrantSeen(_ paho.Client, m paho.Message) {
 	if err != nil {
 		return
 	}
-	var g mqtt.Grant
+	var g protocol.Grant
 	var t fence.Token
 	ok := json.Unmarshal(m.Payload(), &g) == nil
 	if ok {
@@ -361,30 +359,31 @@ func (s *Server) handle(h Handler, m message) {
 	if opName == "grant" {
 		return // announcements (ours and other replicas') come back through the wildcard
 	}
-	req, err := lease.DecodeRequest(m.payload)
-	if err != nil && len(m.payload) <= maxPeekBytes {
-		req.RequestID, req.ReplyTo = lease.PeekReply(m.payload)
+	req, err := protocol.DecodeRequest(m.payload)
+	if err != nil { // answer the rejection where the payload says, if it can be salvaged
+		req.RequestID = protocol.Salvage(m.payload, "request_id", protocol.MaxSalvageBytes)
+		req.ReplyTo = protocol.Salvage(m.payload, "reply_to", protocol.MaxReplyTopicBytes)
 	}
 	if rerr := s.rule.Check(req.ReplyTo); rerr != nil {
 		// No safe topic to answer on; a well-formed request is not run.
 		s.log.Warn("bad request, no reply possible", "topic", m.topic, "err", errors.Join(err, rerr))
 		return
 	}
-	var resp lease.Response
-	op, operr := lease.ParseOp(opName)
+	var resp protocol.Response
+	op, operr := protocol.ParseLeaseOp(opName)
 	if err = errors.Join(err, operr); err != nil {
 		resp = lease.BadRequest(err)
 		resp.RequestID = req.RequestID
 	} else {
 		resp = h.Do(s.ctx, op, domain, req)
 	}
-	if resp.Code == lease.CodeBadRequest {
+	if resp.Code == protocol.CodeBadRequest {
 		s.log.Warn("bad request", "topic", m.topic, "request_id", req.RequestID, "err", resp.Message)
 	}
 	s.reply(req.ReplyTo, resp)
 }
 
-func (s *Server) reply(topic string, resp lease.Response) {
+func (s *Server) reply(topic string, resp protocol.Response) {
 	payload, err := json.Marshal(resp)
 	if err != nil {
 		s.log.Error("encode response", "err", err)

@@ -10,15 +10,16 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // counting answers every request "released" and counts them.
 type counting struct{ n atomic.Int64 }
 
-func (c *counting) Do(_ context.Context, _ lease.Op, _ string, req lease.Request) lease.Response {
+func (c *counting) Do(_ context.Context, _ protocol.LeaseOp, _ string, req protocol.Request) protocol.Response {
 	c.n.Add(1)
-	return lease.Response{RequestID: req.RequestID, OK: true, Code: lease.CodeReleased}
+	return protocol.Response{RequestID: req.RequestID, OK: true, Code: protocol.CodeReleased}
 }
 
 // TestShareGroup: replicas in one share group handle each request once
@@ -44,7 +45,7 @@ func TestShareGroup(t *testing.T) {
 	cl := newClient(t, b.URL(), "share-tester")
 	const n = 40
 	for range n {
-		leasetest.Want(t, cl.Do(t, lease.OpGet, "d", lease.Request{RequestID: leasetest.ID()}), lease.CodeReleased)
+		leasetest.Want(t, cl.Do(t, protocol.OpGet, "d", protocol.Request{RequestID: leasetest.ID()}), protocol.CodeReleased)
 	}
 	for _, s := range servers {
 		s.Close() // waits for every handler: the counts are final

@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	_ "github.com/fencegate/fencegate/plugins"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -46,26 +47,26 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	// SIGKILL the plugin while it holds a command.
-	pumpState := e.sup.Watch(t, mqtt.Topics{}.DeviceState("pump1"))
+	pumpState := e.sup.Watch(t, protocol.Topics{}.DeviceState("pump1"))
 	e.sup.Publish(t, "pump1", e.cmd("p2", 1, "pulse", `{"ms":60000}`))
 	e.rec.waitFor(t, map[string]string{"msg": "apply started", "id": "p2", "device": "pump1"})
 	if err := syscall.Kill(readPID(t, e.dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.sup.Wait(t, "p2"); r.Status != mqtt.StatusInDoubt || r.Code != mqtt.CodeInDoubt {
+	if r := e.sup.Wait(t, "p2"); r.Status != protocol.StatusInDoubt || r.Code != protocol.CodeInDoubt {
 		t.Fatalf("killed mid-command: %+v, want in_doubt", r)
 	}
 	waitOnline(t, pumpState, false)
 	waitOnline(t, pumpState, true)
 	e.mustApply(t, "pump1", e.cmd("p3", 2, "set", `{"value":3}`))
-	if r := e.send(t, "pump1", e.cmd("p4", 1, "set", `{"value":4}`)); r.Code != mqtt.CodeStaleToken {
+	if r := e.send(t, "pump1", e.cmd("p4", 1, "set", `{"value":4}`)); r.Code != protocol.CodeStaleToken {
 		t.Fatalf("older token: %+v, want stale_token", r)
 	}
 
-	plugState := e.sup.Watch(t, mqtt.Topics{}.DeviceState("plug1"))
+	plugState := e.sup.Watch(t, protocol.Topics{}.DeviceState("plug1"))
 	plug.SetOnline(false)
 	waitOnline(t, plugState, false)
-	if r := e.send(t, "plug1", e.cmd("r2", 2, "power", `{"state":"OFF"}`)); r.Code != mqtt.CodeDeviceUnavailable {
+	if r := e.send(t, "plug1", e.cmd("r2", 2, "power", `{"state":"OFF"}`)); r.Code != protocol.CodeDeviceUnavailable {
 		t.Fatalf("offline controller: %+v, want device_unavailable", r)
 	}
 	plug.SetOnline(true)
@@ -153,23 +154,23 @@ func node(t *testing.T, doc string) yaml.Node {
 	return *n.Content[0]
 }
 
-func (e *e2e) cmd(id string, seq uint64, op, args string) mqtt.Command {
+func (e *e2e) cmd(id string, seq uint64, op, args string) protocol.Command {
 	tok, err := e.signer.Sign(fence.Token{Domain: "plant", Epoch: 1, Seq: seq, Holder: "sup-a", IssuedAt: 1, TTLms: 60000})
 	if err != nil {
 		panic(err)
 	}
-	return mqtt.Command{ID: id, Token: tok.Raw, Op: op, Args: json.RawMessage(args)}
+	return protocol.Command{ID: id, Token: tok.Raw, Op: op, Args: json.RawMessage(args)}
 }
 
-func (e *e2e) send(t *testing.T, device string, c mqtt.Command) mqtt.Result {
+func (e *e2e) send(t *testing.T, device string, c protocol.Command) protocol.Result {
 	t.Helper()
 	return e.sup.Send(t, device, c)
 }
 
-func (e *e2e) mustApply(t *testing.T, device string, c mqtt.Command) mqtt.Result {
+func (e *e2e) mustApply(t *testing.T, device string, c protocol.Command) protocol.Result {
 	t.Helper()
 	r := e.send(t, device, c)
-	if r.Status != mqtt.StatusApplied {
+	if r.Status != protocol.StatusApplied {
 		t.Fatalf("%s %s: %+v", device, c.ID, r)
 	}
 	return r
@@ -178,14 +179,14 @@ func (e *e2e) mustApply(t *testing.T, device string, c mqtt.Command) mqtt.Result
 // waitState waits for device's retained state to say online (or not).
 func (e *e2e) waitState(t *testing.T, device string, online bool) {
 	t.Helper()
-	waitOnline(t, e.sup.Watch(t, mqtt.Topics{}.DeviceState(device)), online)
+	waitOnline(t, e.sup.Watch(t, protocol.Topics{}.DeviceState(device)), online)
 }
 
 // waitOnline waits for a state message on ch saying online (or not).
 func waitOnline(t *testing.T, ch <-chan []byte, online bool) {
 	t.Helper()
 	waitFor(t, ch, func(p []byte) bool {
-		var s mqtt.DeviceState
+		var s protocol.DeviceState
 		return json.Unmarshal(p, &s) == nil && s.Online == online
 	})
 }

@@ -1,9 +1,11 @@
-// Package mqtt holds what every fencegate component needs to speak MQTT
-// protocol v1: the topic names (docs/protocol.md), client options built from
-// a documented Config (paho.mqtt.golang), and an embedded broker
+// Package mqtt holds MQTT connection handling for every fencegate
+// component: client options built from a documented Config
+// (paho.mqtt.golang), waiting on a token, and an embedded broker
 // (mochi-mqtt) for one-box setups and tests.
 //
-// It decides nothing about fencing; the agent, the controller and the
-// supervisor SDK choose their own session, acknowledgement and Will settings
-// on top of the options it returns.
+// It knows nothing of protocol v1's messages or topics (package protocol)
+// and decides nothing about fencing; the agent, the controller and the
+// supervisor SDK choose their own session, acknowledgement and Will
+// settings on top of the options it returns. It imports no other fencegate
+// package.
 package mqtt

@@ -12,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // BenchmarkGrants measures durable grants per second in one run: on the
@@ -55,9 +56,9 @@ func grants(b *testing.B, ctrl *lease.Controller, par int) {
 		go func() {
 			defer wg.Done()
 			for i := range per {
-				r := ctrl.Do(context.Background(), lease.OpAcquire, fmt.Sprintf("dom%d", d),
-					lease.Request{RequestID: fmt.Sprint(i), Holder: "bench", TTLms: 60000})
-				if r.Code != lease.CodeGranted {
+				r := ctrl.Do(context.Background(), protocol.OpAcquire, fmt.Sprintf("dom%d", d),
+					protocol.Request{RequestID: fmt.Sprint(i), Holder: "bench", TTLms: 60000})
+				if r.Code != protocol.CodeGranted {
 					b.Errorf("acquire: %+v", r)
 					return
 				}

@@ -11,25 +11,25 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // httpVia returns a supervisor's transport over the replicas' HTTP APIs,
 // starting at replica first and moving to the next on a transport error
 // (a killed replica).
-func httpVia(hc *http.Client, reps []*replica, domain string, first int) func(context.Context, lease.Op, lease.Request) (lease.Response, error) {
+func httpVia(hc *http.Client, reps []*replica, domain string, first int) func(context.Context, protocol.LeaseOp, protocol.Request) (protocol.Response, error) {
 	cur := first
-	return func(ctx context.Context, op lease.Op, req lease.Request) (lease.Response, error) {
+	return func(ctx context.Context, op protocol.LeaseOp, req protocol.Request) (protocol.Response, error) {
 		var err error
 		for range reps {
-			var r lease.Response
+			var r protocol.Response
 			if r, err = httpDo(ctx, hc, reps[cur%len(reps)].url, op, domain, req); err == nil {
 				return r, nil
 			}
 			cur++
 		}
-		return lease.Response{}, err
+		return protocol.Response{}, err
 	}
 }
 
@@ -39,11 +39,11 @@ type mqttClient struct {
 	c       paho.Client
 	replyTo string
 	mu      sync.Mutex // guards waiting
-	waiting map[string]chan lease.Response
+	waiting map[string]chan protocol.Response
 }
 
 func newMQTTClient(t testing.TB, broker, id string) *mqttClient {
-	m := &mqttClient{replyTo: mqtt.Topics{}.ReplyTopic(id), waiting: map[string]chan lease.Response{}} // the controller replies only in the reply namespace
+	m := &mqttClient{replyTo: protocol.Topics{}.ReplyTopic(id), waiting: map[string]chan protocol.Response{}} // the controller replies only in the reply namespace
 	subscribed := make(chan error, 1)
 	opts, err := mqtt.Config{Broker: broker, ClientID: id}.ClientOptions(func(c paho.Client) {
 		tok := c.Subscribe(m.replyTo, 1, m.onReply)
@@ -64,7 +64,7 @@ func newMQTTClient(t testing.TB, broker, id string) *mqttClient {
 }
 
 func (m *mqttClient) onReply(_ paho.Client, msg paho.Message) {
-	var r lease.Response
+	var r protocol.Response
 	if json.Unmarshal(msg.Payload(), &r) != nil {
 		return
 	}
@@ -82,29 +82,29 @@ func (m *mqttClient) onReply(_ paho.Client, msg paho.Message) {
 var errNoAnswer = errors.New("no MQTT answer")
 
 // do publishes req and waits up to 20 s for its answer.
-func (m *mqttClient) do(ctx context.Context, op lease.Op, domain string, req lease.Request) (lease.Response, error) {
+func (m *mqttClient) do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) (protocol.Response, error) {
 	req.ReplyTo = m.replyTo
 	payload, _ := json.Marshal(req)
-	ch := make(chan lease.Response, 1)
+	ch := make(chan protocol.Response, 1)
 	m.mu.Lock()
 	m.waiting[req.RequestID] = ch
 	m.mu.Unlock()
 	defer func() { m.mu.Lock(); delete(m.waiting, req.RequestID); m.mu.Unlock() }()
-	if err := mqtt.Wait(m.c.Publish(mqtt.Topics{}.Lease(domain, string(op)), 1, false, payload), 10*time.Second); err != nil {
-		return lease.Response{}, err
+	if err := mqtt.Wait(m.c.Publish(protocol.Topics{}.Lease(domain, string(op)), 1, false, payload), 10*time.Second); err != nil {
+		return protocol.Response{}, err
 	}
 	select {
 	case r := <-ch:
 		return r, nil
 	case <-time.After(20 * time.Second):
-		return lease.Response{}, errNoAnswer
+		return protocol.Response{}, errNoAnswer
 	case <-ctx.Done():
-		return lease.Response{}, ctx.Err()
+		return protocol.Response{}, ctx.Err()
 	}
 }
 
-func mqttVia(m *mqttClient, domain string) func(context.Context, lease.Op, lease.Request) (lease.Response, error) {
-	return func(ctx context.Context, op lease.Op, req lease.Request) (lease.Response, error) {
+func mqttVia(m *mqttClient, domain string) func(context.Context, protocol.LeaseOp, protocol.Request) (protocol.Response, error) {
+	return func(ctx context.Context, op protocol.LeaseOp, req protocol.Request) (protocol.Response, error) {
 		return m.do(ctx, op, domain, req)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -51,16 +51,16 @@ func (l *log) add(g grant) {
 // ends: acquire (waiting), renew once, release.
 type supervisor struct {
 	holder, domain string
-	do             func(ctx context.Context, op lease.Op, req lease.Request) (lease.Response, error)
+	do             func(ctx context.Context, op protocol.LeaseOp, req protocol.Request) (protocol.Response, error)
 	log            *log
 }
 
 func (s *supervisor) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		req := lease.Request{RequestID: leasetest.ID(), Holder: s.holder, TTLms: uint64(ttl.Milliseconds()), WaitMs: 1000}
+		req := protocol.Request{RequestID: leasetest.ID(), Holder: s.holder, TTLms: uint64(ttl.Milliseconds()), WaitMs: 1000}
 		sent := time.Now()
-		r, err := s.do(ctx, lease.OpAcquire, req)
-		if err != nil || r.Code != lease.CodeGranted {
+		r, err := s.do(ctx, protocol.OpAcquire, req)
+		if err != nil || r.Code != protocol.CodeGranted {
 			continue
 		}
 		s.hold(ctx, grant{tok: fence.Token{Raw: r.Token}, sent: sent, recv: time.Now()})
@@ -73,13 +73,13 @@ func (s *supervisor) run(ctx context.Context) {
 func (s *supervisor) hold(ctx context.Context, g grant) {
 	g.end = g.sent.Add(ttl)
 	renewSent := time.Now()
-	if r, err := s.do(ctx, lease.OpRenew, lease.Request{RequestID: leasetest.ID(), Token: g.tok.Raw}); err == nil && r.Code == lease.CodeRenewed {
+	if r, err := s.do(ctx, protocol.OpRenew, protocol.Request{RequestID: leasetest.ID(), Token: g.tok.Raw}); err == nil && r.Code == protocol.CodeRenewed {
 		g.end = renewSent.Add(ttl)
 	}
 	if released := time.Now(); released.Before(g.end) {
 		g.end = released
 	}
-	s.do(ctx, lease.OpRelease, lease.Request{RequestID: leasetest.ID(), Token: g.tok.Raw})
+	s.do(ctx, protocol.OpRelease, protocol.Request{RequestID: leasetest.ID(), Token: g.tok.Raw})
 	s.log.add(g)
 }
 
@@ -147,22 +147,22 @@ func progress(t *testing.T, lg *log, phase string) {
 // request fails or is answered held; service goes on through B.
 func killMidRequest(t *testing.T, reps []*replica, hc *http.Client, keys *fence.KeyRing) {
 	ctx := context.Background()
-	h, err := httpDo(ctx, hc, reps[1].url, lease.OpAcquire, "mid", lease.Request{RequestID: leasetest.ID(), Holder: "keeper", TTLms: 60000})
-	if err != nil || h.Code != lease.CodeGranted {
+	h, err := httpDo(ctx, hc, reps[1].url, protocol.OpAcquire, "mid", protocol.Request{RequestID: leasetest.ID(), Holder: "keeper", TTLms: 60000})
+	if err != nil || h.Code != protocol.CodeGranted {
 		t.Fatalf("hold mid through B: %+v, %v", h, err)
 	}
-	answer := make(chan lease.Response, 1)
+	answer := make(chan protocol.Response, 1)
 	go func() {
-		r, _ := httpDo(ctx, hc, reps[0].url, lease.OpAcquire, "mid", lease.Request{RequestID: leasetest.ID(), Holder: "late", TTLms: 1000, WaitMs: 30000})
+		r, _ := httpDo(ctx, hc, reps[0].url, protocol.OpAcquire, "mid", protocol.Request{RequestID: leasetest.ID(), Holder: "late", TTLms: 1000, WaitMs: 30000})
 		answer <- r
 	}()
 	time.Sleep(100 * time.Millisecond) // lets the acquire reach A; the test holds either way
 	reps[0].kill()
-	if r := <-answer; r.Code == lease.CodeGranted {
+	if r := <-answer; r.Code == protocol.CodeGranted {
 		t.Fatalf("waiting acquire on a killed replica was granted a held domain: %+v", r)
 	}
-	g := reps[1].ctrl.Do(ctx, lease.OpGet, "mid", lease.Request{RequestID: leasetest.ID()})
-	if g.Code != lease.CodeHeld || g.Token != h.Token {
+	g := reps[1].ctrl.Do(ctx, protocol.OpGet, "mid", protocol.Request{RequestID: leasetest.ID()})
+	if g.Code != protocol.CodeHeld || g.Token != h.Token {
 		t.Fatalf("mid after the kill: %+v; want still held by keeper", g)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/leasetest"
 	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -69,20 +70,20 @@ func (r *replica) kill() {
 
 // httpDo runs one operation through a replica's HTTP API. A transport
 // failure (a killed replica) is returned, not fatal.
-func httpDo(ctx context.Context, cl *http.Client, base string, op lease.Op, domain string, req lease.Request) (lease.Response, error) {
+func httpDo(ctx context.Context, cl *http.Client, base string, op protocol.LeaseOp, domain string, req protocol.Request) (protocol.Response, error) {
 	body, _ := json.Marshal(req)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s/v1/leases/%s/%s", base, domain, op), bytes.NewReader(body))
 	if err != nil {
-		return lease.Response{}, err
+		return protocol.Response{}, err
 	}
 	resp, err := cl.Do(hr)
 	if err != nil {
-		return lease.Response{}, err
+		return protocol.Response{}, err
 	}
 	defer resp.Body.Close()
-	var r lease.Response
+	var r protocol.Response
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return lease.Response{}, fmt.Errorf("decode response (status %d): %w", resp.StatusCode, err)
+		return protocol.Response{}, fmt.Errorf("decode response (status %d): %w", resp.StatusCode, err)
 	}
 	return r, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/etcdstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // TestRestoreWithEpochBump exercises the documented restore procedure:
@@ -50,7 +51,7 @@ func TestRestoreWithEpochBump(t *testing.T) {
 	}
 	ctrl, _ = leasetest.MustControllerOn(t, lease.Config{Signer: signer}, st)
 	for range 3 {
-		r := ctrl.Do(ctx, lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000}) // the restored lease is alice's, still honoured
+		r := ctrl.Do(ctx, protocol.OpAcquire, "d", protocol.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000}) // the restored lease is alice's, still honoured
 		tok := leasetest.Verified(t, leasetest.Env{Keys: keys}, r)
 		for _, b := range before {
 			leasetest.Newer(t, b, tok)
@@ -114,7 +115,7 @@ func grantN(t *testing.T, ctrl *lease.Controller, keys *fence.KeyRing, n int) []
 	t.Helper()
 	var toks []fence.Token
 	for range n {
-		r := ctrl.Do(context.Background(), lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000})
+		r := ctrl.Do(context.Background(), protocol.OpAcquire, "d", protocol.Request{RequestID: leasetest.ID(), Holder: "alice", TTLms: 1000})
 		toks = append(toks, leasetest.Verified(t, leasetest.Env{Keys: keys}, r))
 	}
 	return toks
@@ -152,8 +153,8 @@ func refuseUntilFailed(t *testing.T, ctrl *lease.Controller, st *etcdstore.Store
 	t.Helper()
 	end := time.Now().Add(60 * time.Second)
 	for st.Err() == nil && time.Now().Before(end) {
-		r := ctrl.Do(context.Background(), lease.OpAcquire, "d", lease.Request{RequestID: leasetest.ID(), Holder: holder, TTLms: 1000})
-		if r.Code != lease.CodeInternal {
+		r := ctrl.Do(context.Background(), protocol.OpAcquire, "d", protocol.Request{RequestID: leasetest.ID(), Holder: holder, TTLms: 1000})
+		if r.Code != protocol.CodeInternal {
 			t.Fatalf("acquire through a replica that ran across the restore: %+v, want internal", r)
 		}
 	}
