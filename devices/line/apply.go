@@ -69,7 +69,7 @@ func (d *Device) exchange(ctx context.Context, op opSpec, req []byte) (json.RawM
 		return nil, err
 	}
 	d.suspect = false
-	if linger {
+	if linger || d.checkEvery {
 		return d.attribute(ctx, op, out, err)
 	}
 	return out, err
@@ -107,15 +107,21 @@ func (d *Device) settle(ctx context.Context) error {
 }
 
 // attribute keeps listening for the settle period after a reply that came
-// right after a command without one: a second reply line means one of the
-// two was the late answer, and this command's outcome is unknown.
+// right after a command without one (or after every reply, with
+// check_every_reply): a second reply line means one of the two was not
+// this command's answer, and its outcome is unknown; so is it if the
+// deadline cuts the window short.
 func (d *Device) attribute(ctx context.Context, op opSpec, out json.RawMessage, err error) (json.RawMessage, error) {
 	t := time.NewTimer(d.settleFor)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return out, err
+			// The window was cut short: a second reply may still come, so
+			// the one taken may not be this command's.
+			d.suspect = true
+			return nil, &devices.Error{Code: devices.CodeInDoubt, Err: context.Cause(ctx),
+				Message: "the deadline ended the wait for a second reply; cannot tell whether the reply taken answers this command"}
 		case <-t.C:
 			return out, err
 		case m := <-d.link.Recv():

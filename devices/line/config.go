@@ -35,6 +35,11 @@ type Config struct {
 	// second reply follows within this long. Default 200ms; set it above
 	// the device's slowest answer.
 	Settle time.Duration `yaml:"settle"`
+	// CheckEveryReply keeps listening for Settle after every reply, not only
+	// after a command that got none: a second reply line then makes the
+	// command in_doubt. It catches a device that sometimes answers twice, at
+	// the cost of Settle more per command. Default false.
+	CheckEveryReply bool `yaml:"check_every_reply"`
 	// Ops are the device's operations; at least one.
 	Ops []OpConfig `yaml:"ops"`
 }

@@ -40,6 +40,8 @@ type Device struct {
 	log     *slog.Logger
 	// settleFor is Config.Settle with its default.
 	settleFor time.Duration
+	// checkEvery is Config.CheckEveryReply.
+	checkEvery bool
 	// suspect: the last command got no attributable reply, so a late one
 	// may still come. Only Apply uses it.
 	suspect bool
@@ -65,6 +67,7 @@ func Open(device string, cfg Config, log *slog.Logger) (*Device, error) {
 		d.maxLine = DefaultMaxLine
 	}
 	d.settleFor = cmp.Or(cfg.Settle, DefaultSettle)
+	d.checkEvery = cfg.CheckEveryReply
 	for name, op := range ops {
 		d.caps.Ops[name] = devices.Op{Idempotent: op.Idempotent}
 	}

@@ -1,6 +1,7 @@
 package serial
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -68,10 +69,13 @@ func checkExclusive(fd int, path string) error {
 }
 
 // otherOpeners names the processes other than this one with a descriptor
-// on the node behind fd, as "pid N (command)".
+// on the terminal behind fd, as "pid N (command)". A terminal is found by
+// its device number, whatever node or name it was opened through (a copied
+// node, a container's renamed device), and through /dev/tty in a process
+// whose controlling terminal it is.
 func otherOpeners(fd int) ([]string, error) {
-	node, err := os.Readlink(ioPath(fd, ""))
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
 	procs, err := os.ReadDir("/proc")
@@ -81,27 +85,58 @@ func otherOpeners(fd int) ([]string, error) {
 	self := strconv.Itoa(os.Getpid())
 	var found []string
 	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err == nil && p.Name() != self && holds(p.Name(), node) {
+		if _, err := strconv.Atoi(p.Name()); err == nil && p.Name() != self && holds(p.Name(), st.Rdev) {
 			found = append(found, describe(p.Name()))
 		}
 	}
 	return found, nil
 }
 
-// holds reports whether process pid has node open; a process that is gone
-// or not ours to inspect does not.
-func holds(pid, node string) bool {
+// devTTY is /dev/tty's device number: a descriptor on it is the process's
+// controlling terminal.
+var devTTY = unix.Mkdev(5, 0)
+
+// holds reports whether process pid has the terminal rdev open; a process
+// that is gone or not ours to inspect does not.
+func holds(pid string, rdev uint64) bool {
 	dir := "/proc/" + pid + "/fd/"
 	fds, err := os.ReadDir(dir)
 	if err != nil {
 		return false
 	}
 	for _, f := range fds {
-		if l, err := os.Readlink(dir + f.Name()); err == nil && l == node {
+		var st unix.Stat_t
+		if unix.Stat(dir+f.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+			continue
+		}
+		if st.Rdev == rdev || (st.Rdev == devTTY && controllingTTY(pid) == rdev) {
 			return true
 		}
 	}
 	return false
+}
+
+// controllingTTY is the device number of pid's controlling terminal (the
+// tty_nr field of /proc/pid/stat), or 0.
+func controllingTTY(pid string) uint64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')') // comm may hold spaces and parentheses
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:])) // state ppid pgrp session tty_nr …
+	if len(f) < 5 {
+		return 0
+	}
+	nr, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || nr <= 0 {
+		return 0
+	}
+	// tty_nr encodes major in bits 8..15 and minor in bits 0..7 and 20..31.
+	return unix.Mkdev(uint32(nr>>8)&0xfff, uint32(nr&0xff)|uint32(nr>>12)&0xfff00)
 }
 
 func describe(pid string) string {
