@@ -54,7 +54,15 @@ func (r *Relay) connect() error {
 // onConnect subscribes to every confirmation topic and the LWT topic. paho
 // calls it in its own goroutine after each connection. A failed
 // subscription ends the session (maintain tries again).
+//
+// With an LWT configured, a new session starts with the controller taken
+// as offline: what the LWT said before the loss may have changed meanwhile,
+// and only the broker's replay of the retained LWT on this session says
+// it is online again.
 func (r *Relay) onConnect(c paho.Client) {
+	if r.cfg.Availability != nil {
+		r.update(func() { r.online = false })
+	}
 	topics := map[string]byte{}
 	for _, op := range r.cfg.Ops {
 		if op.Confirm != nil {
