@@ -116,3 +116,73 @@ func waitListening(t *testing.T, addr string, out *lockedBuffer) {
 	}
 	t.Fatalf("mosquitto is not listening on %s; its output:\n%s", addr, out.String())
 }
+
+// TestMosquittoACLOnlyControllerWritesGrants: under deploy/mosquitto's ACL
+// a supervisor cannot clear or overwrite a grant topic (only the controller
+// writes them), and it reads replies only in its own part of the reply
+// namespace (issue 11, items 4 and 11).
+func TestMosquittoACLOnlyControllerWritesGrants(t *testing.T) {
+	broker := startMosquitto(t)
+	grant := "fencegate/v1/leases/plant/grant"
+	ctl := aclClient(t, broker, "controller", "controller")
+	seen := make(chan string, 16)
+	if err := mqtt.Wait(ctl.Subscribe(grant, 1, func(_ paho.Client, m paho.Message) { seen <- string(m.Payload()) }), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sup := aclClient(t, broker, "sup-a", "sup-a")
+	for _, payload := range []string{`{"token":"forged"}`, ""} { // an overwrite, then a clear
+		if err := mqtt.Wait(sup.Publish(grant, 1, true, payload), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mqtt.Wait(ctl.Publish(grant, 1, true, `{"token":"from-the-controller"}`), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen: // the controller's own publish is the barrier: the supervisor's came first
+		if got != `{"token":"from-the-controller"}` {
+			t.Fatalf("a supervisor's publish reached the grant topic: %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the controller's grant never arrived")
+	}
+
+	// Replies: sup-a reads fencegate/v1/replies/sup-a/..., not another client's.
+	own, other := make(chan string, 4), make(chan string, 4)
+	for topic, ch := range map[string]chan string{"fencegate/v1/replies/sup-a/#": own, "fencegate/v1/replies/sup-b/#": other} {
+		ch := ch
+		sup.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) { ch <- m.Topic() }).WaitTimeout(10 * time.Second)
+	}
+	for _, topic := range []string{"fencegate/v1/replies/sup-b/x", "fencegate/v1/replies/sup-a/x"} {
+		if err := mqtt.Wait(ctl.Publish(topic, 1, false, "r"), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case got := <-own:
+		if got != "fencegate/v1/replies/sup-a/x" {
+			t.Fatalf("sup-a got %s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("sup-a's own reply never arrived")
+	}
+	select {
+	case got := <-other:
+		t.Fatalf("sup-a read another client's reply on %s", got)
+	default:
+	}
+}
+
+// aclClient connects to the ACL'd broker as user with client id id and
+// deploy/mosquitto's example password.
+func aclClient(t *testing.T, broker, user, id string) paho.Client {
+	t.Helper()
+	opts := paho.NewClientOptions().AddBroker(broker).SetClientID(id).
+		SetUsername(user).SetPassword(user + "-example").SetConnectRetry(false).SetAutoReconnect(false)
+	c := paho.NewClient(opts)
+	if err := mqtt.Wait(c.Connect(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}
