@@ -77,7 +77,7 @@ func (c Config) ClientOptions(onConnect paho.OnConnectHandler) (*paho.ClientOpti
 		SetKeepAlive(orDefault(c.KeepAlive, 30*time.Second)).
 		SetConnectTimeout(orDefault(c.ConnectTimeout, 10*time.Second)).
 		SetMaxReconnectInterval(orDefault(c.MaxReconnectInterval, 10*time.Second)).
-		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(time.Second).
+		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(connectRetryInterval).
 		SetCleanSession(true).SetProtocolVersion(4).SetOnConnectHandler(onConnect)
 	if c.TLS.CA != "" || c.TLS.Cert != "" {
 		tc, err := c.TLS.config()
@@ -88,6 +88,9 @@ func (c Config) ClientOptions(onConnect paho.OnConnectHandler) (*paho.ClientOpti
 	}
 	return o, nil
 }
+
+// connectRetryInterval is the pause between first connection attempts.
+const connectRetryInterval = time.Second
 
 func (t TLS) config() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
