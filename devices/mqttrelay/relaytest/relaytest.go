@@ -6,6 +6,7 @@
 package relaytest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -53,23 +54,16 @@ func Start(t testing.TB, o Options) *Controller {
 	if id == "" {
 		id = "relaytest-" + sanitize(o.Base)
 	}
-	subscribed := make(chan error, 1)
-	opts, err := mqtt.Config{Broker: o.Broker, ClientID: id, Username: o.Username, Password: o.Password}.
-		ClientOptions(func(cl paho.Client) {
-			subscribed <- mqtt.Wait(cl.Subscribe(CommandTopic(o.Base), 1, c.onCommand), 10*time.Second)
-		})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := mqtt.Dialer{Config: mqtt.Config{Broker: o.Broker, ClientID: id, Username: o.Username, Password: o.Password},
+		Subs:    map[string]paho.MessageHandler{CommandTopic(o.Base): c.onCommand},
+		Options: func(opts *paho.ClientOptions) { opts.SetWill(LWTTopic(o.Base), "Offline", 1, true) }}.Dial(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.SetWill(LWTTopic(o.Base), "Offline", 1, true)
-	c.client = paho.NewClient(opts)
-	if err := mqtt.Wait(c.client.Connect(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c.client = cl
 	t.Cleanup(func() { c.client.Disconnect(100) })
-	if err := <-subscribed; err != nil {
-		t.Fatal(err)
-	}
 	c.SetOnline(true)
 	return c
 }
@@ -86,7 +80,7 @@ func sanitize(s string) string {
 
 // onCommand applies a POWER command and reports, after telemetry that a
 // relay must skip: a result without POWER and a non-JSON line.
-func (c *Controller) onCommand(_ paho.Client, m paho.Message) {
+func (c *Controller) onCommand(cl paho.Client, m paho.Message) {
 	p := string(m.Payload())
 	c.mu.Lock()
 	c.received = append(c.received, p)
@@ -101,10 +95,10 @@ func (c *Controller) onCommand(_ paho.Client, m paho.Message) {
 	if mute {
 		return
 	}
-	c.client.Publish(ResultTopic(c.base), 1, false, `{"Dimmer":30,"Uptime":"0T01:02:03"}`)
-	c.client.Publish(ResultTopic(c.base), 1, false, `heap low`)
-	c.client.Publish(ResultTopic(c.base), 1, false, `{"POWER":"`+power+`"}`)
-	c.client.Publish(StateTopic(c.base), 1, true, power)
+	cl.Publish(ResultTopic(c.base), 1, false, `{"Dimmer":30,"Uptime":"0T01:02:03"}`)
+	cl.Publish(ResultTopic(c.base), 1, false, `heap low`)
+	cl.Publish(ResultTopic(c.base), 1, false, `{"POWER":"`+power+`"}`)
+	cl.Publish(StateTopic(c.base), 1, true, power)
 }
 
 // SetMute makes the controller take commands without confirming them.
