@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/lease/server"
 )
 
 func TestKeygen(t *testing.T) {
@@ -64,7 +65,7 @@ func TestConfigFile(t *testing.T) {
 		name, yaml string
 		flags      []string
 		wantErr    string
-		check      func(Config) bool
+		check      func(server.Config) bool
 	}{
 		{name: "unknown key", yaml: "data_dir: x\nmqtt:\n  brokr: tcp://x:1\n", wantErr: "brokr"},
 		{name: "bad level", yaml: "data_dir: x\nkey: k\nhttp: :1\nlog_level: loud\n", wantErr: "log_level"},
@@ -74,19 +75,19 @@ func TestConfigFile(t *testing.T) {
 		{name: "negative max domains", yaml: "data_dir: x\nkey: k\nhttp: :1\nmax_domains: -1\n", wantErr: "max_domains (--max-domains): -1"},
 		{name: "domains", yaml: "data_dir: x\nkey: k\nhttp: :1\ndomains: [press-*]\nmax_domains: 50\nepoch: 7\n",
 			flags: []string{"--domains", "a*,b*"},
-			check: func(c Config) bool {
+			check: func(c server.Config) bool {
 				return len(c.Domains) == 2 && c.Domains[1] == "b*" && c.MaxDomains == 50 && c.Epoch == 7
 			}},
 		{name: "reply prefix with wildcard", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [ok/, bad/#]\n",
 			wantErr: `mqtt.reply_prefixes[1] (--mqtt-reply-prefix): lease: invalid config: reply prefix "bad/#"`},
 		{name: "reply prefixes", yaml: "data_dir: x\nkey: k\nmqtt:\n  broker: tcp://x:1\n  reply_prefixes: [site/replies/]\n",
 			flags: []string{"--mqtt-reply-prefix", "a/", "--mqtt-reply-prefix", "b/"},
-			check: func(c Config) bool {
+			check: func(c server.Config) bool {
 				return c.MQTT.Broker == "tcp://x:1" && len(c.MQTT.ReplyPrefixes) == 2 && c.MQTT.ReplyPrefixes[1] == "b/"
 			}},
 		{name: "flags override", yaml: "data_dir: x\nkey: k\nhttp: 127.0.0.1:1\nmqtt:\n  keep_alive: 5s\n",
 			flags: []string{"--http", "127.0.0.1:2"},
-			check: func(c Config) bool {
+			check: func(c server.Config) bool {
 				return c.HTTP == "127.0.0.1:2" && c.DataDir == "x" && c.MQTT.KeepAlive.Seconds() == 5
 			}},
 	}
@@ -157,7 +158,7 @@ func TestEpochFlag(t *testing.T) {
 
 func storeEpoch(t *testing.T, dir string) uint64 {
 	t.Helper()
-	st, err := boltstore.Open(storePath(dir), boltstore.Options{})
+	st, err := boltstore.Open(server.StorePath(dir), boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/lease/server"
 )
 
 func TestEtcdFlags(t *testing.T) {
@@ -38,7 +40,7 @@ func TestEtcdDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cmd.cfg
-	if len(c.Etcd.Endpoints) != 2 || c.MQTTShareGroup != defaultShareGroup || !strings.HasPrefix(c.MQTT.ClientID, "fencegate-controller-") || c.MQTT.ClientID == "fencegate-controller" {
+	if len(c.Etcd.Endpoints) != 2 || c.MQTTShareGroup != server.DefaultShareGroup || !strings.HasPrefix(c.MQTT.ClientID, "fencegate-controller-") || c.MQTT.ClientID == "fencegate-controller" {
 		t.Fatalf("etcd defaults: endpoints %q, share group %q, client id %q", c.Etcd.Endpoints, c.MQTTShareGroup, c.MQTT.ClientID)
 	}
 	cmd, err = parseArgs([]string{"--data-dir", "d", "--key", "k", "--mqtt", "tcp://127.0.0.1:1883"}, io.Discard)

@@ -1,20 +1,54 @@
 package main
 
 import (
-	"crypto/ed25519"
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
-	"os"
+	"math"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/lease/boltstore"
+	"github.com/fencegate/fencegate/lease/etcdstore"
+	"github.com/fencegate/fencegate/lease/server"
 )
+
+// The sub-commands keygen and epoch-bump: their flags and what they do.
+
+func parseKeygen(args []string, stderr io.Writer) (command, error) {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cmd := command{name: "keygen"}
+	fs.StringVar(&cmd.dir, "dir", ".", "directory to write controller.key (0600) and controller.pub into")
+	fs.BoolVar(&cmd.over, "force", false, "overwrite an existing controller.key")
+	return cmd, parseAll(fs, args)
+}
+
+func parseEpochBump(args []string, stderr io.Writer) (command, error) {
+	fs := flag.NewFlagSet("epoch-bump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cmd := command{name: "epoch-bump"}
+	fs.StringVar(&cmd.dir, "data-dir", "", "the stopped controller's data directory (required with bbolt)")
+	fs.Uint64Var(&cmd.cfg.Epoch, "epoch", 0, "raise the epoch to at least this (e.g. one above an epoch seen on the broker)")
+	fs.StringVar(&cmd.cfg.Store, "store", server.StoreBolt, "lease store: bbolt or etcd")
+	etcdFlags(fs, &cmd.cfg)
+	if err := parseAll(fs, args); err != nil {
+		return cmd, err
+	}
+	switch {
+	case cmd.cfg.Store == server.StoreEtcd:
+		return cmd, cmd.cfg.Etcd.Validate("epoch-bump: etcd")
+	case cmd.cfg.Store != server.StoreBolt:
+		return cmd, fmt.Errorf("epoch-bump: --store %q is not bbolt or etcd", cmd.cfg.Store)
+	case cmd.dir == "":
+		return cmd, errors.New("epoch-bump: --data-dir is required")
+	}
+	return cmd, nil
+}
 
 // keygen writes a new controller.key (0600) and controller.pub into dir.
 func keygen(dir string, overwrite bool, stderr io.Writer) error {
@@ -30,58 +64,39 @@ func keygen(dir string, overwrite bool, stderr io.Writer) error {
 	return nil
 }
 
-// writeKeyPair generates a key, writes it to path and its public half to
-// pubPath(path).
-func writeKeyPair(path string, overwrite bool) (ed25519.PrivateKey, error) {
-	priv, err := fence.WriteKeyFiles(path, pubPath(path), overwrite)
-	if errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("%s exists (use --force to replace it)", path)
+// bumpTime is the time an epoch bump takes as "now": the clock, or the
+// instant of atLeast (Unix ms) if that is later. A bump sets the epoch to
+// max(now in Unix ms, old + 1).
+func bumpTime(now time.Time, atLeast uint64) time.Time {
+	if atLeast > uint64(max(now.UnixMilli(), 0)) && atLeast <= math.MaxInt64 {
+		return time.UnixMilli(int64(atLeast))
 	}
-	return priv, err
+	return now
 }
-
-// pubPath is where the public half of the key at path goes: "x.key" →
-// "x.pub", anything else gets ".pub" appended.
-func pubPath(path string) string {
-	return strings.TrimSuffix(path, ".key") + ".pub"
-}
-
-// loadSigner loads the key at cfg.Key, generating it first if it does not
-// exist and cfg.GenerateKey is set.
-func loadSigner(cfg Config, log *slog.Logger) (*fence.Signer, error) {
-	priv, err := fence.LoadPrivateKey(cfg.Key)
-	if errors.Is(err, fs.ErrNotExist) {
-		if !cfg.GenerateKey {
-			return nil, fmt.Errorf("no key at %s: create one with `controller keygen` or start with --generate-key", cfg.Key)
-		}
-		if priv, err = writeKeyPair(cfg.Key, false); err == nil {
-			log.Info("generated controller key", "key", cfg.Key, "public", pubPath(cfg.Key))
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return fence.NewSigner(priv)
-}
-
-// storePath is the lease store file in dataDir.
-func storePath(dataDir string) string { return filepath.Join(dataDir, "leases.db") }
 
 // epochBump raises the epoch of the (stopped) controller's store to
 // max(now in Unix ms, old + 1).
 func epochBump(dataDir string, now time.Time, stderr io.Writer) error {
-	old, bumped, err := boltstore.BumpEpoch(storePath(dataDir), now, time.Second)
+	path := server.StorePath(dataDir)
+	old, bumped, err := boltstore.BumpEpoch(path, now, time.Second)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "epoch of %s raised from %d to %d\n", storePath(dataDir), old, bumped)
+	fmt.Fprintf(stderr, "epoch of %s raised from %d to %d\n", path, old, bumped)
 	return nil
 }
 
-// ensureDir creates dir (0700) if it does not exist.
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+// epochBumpEtcd raises the epoch of the etcd store to max(now in Unix ms,
+// old + 1) (after a restore, with every replica stopped).
+func epochBumpEtcd(ctx context.Context, cfg etcdstore.Config, now time.Time, stderr io.Writer) error {
+	old, bumped, err := etcdstore.BumpEpochAt(ctx, cfg, now)
+	if err != nil {
+		return err
 	}
+	prefix := cfg.Prefix
+	if prefix == "" {
+		prefix = etcdstore.DefaultPrefix
+	}
+	fmt.Fprintf(stderr, "epoch under etcd prefix %q raised from %d to %d\n", prefix, old, bumped)
 	return nil
 }
