@@ -1,7 +1,7 @@
 // Package stack runs a whole fencegate installation in one process — an
 // embedded broker, a lease controller and an agent with simulated devices —
-// for the demo, the SDK and CLI tests. It wires the same packages the
-// commands use; it adds no behaviour of its own.
+// for the demo, the SDK and CLI tests. It runs the same libraries the
+// commands run (lease/server, agent); it adds no behaviour of its own.
 package stack
 
 import (
@@ -19,9 +19,7 @@ import (
 	"github.com/fencegate/fencegate/agent"
 	_ "github.com/fencegate/fencegate/devices/sim" // the devices of the stack
 	"github.com/fencegate/fencegate/fence"
-	"github.com/fencegate/fencegate/lease"
-	"github.com/fencegate/fencegate/lease/boltstore"
-	"github.com/fencegate/fencegate/lease/mqttapi"
+	"github.com/fencegate/fencegate/lease/server"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -38,15 +36,35 @@ type Options struct {
 
 // Stack is a running installation. Close stops it.
 type Stack struct {
-	opts    Options
-	Broker  *mqtt.Embedded
-	Signer  *fence.Signer
-	PubKey  string // path of the controller's public key file
-	store   *boltstore.Store
-	api     *mqttapi.Server
-	agent   *agent.Agent
-	cancel  context.CancelFunc
-	agentRc chan error
+	opts   Options
+	Broker *mqtt.Embedded
+	Signer *fence.Signer
+	PubKey string // path of the controller's public key file
+	ctrl   *running
+	agent  *running
+}
+
+// running is a component's Run in its own goroutine.
+type running struct {
+	cancel context.CancelFunc
+	rc     chan error // Run's result
+}
+
+// run calls f in a goroutine with a context that stop cancels.
+func run(f func(context.Context) error) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, rc: make(chan error, 1)}
+	go func() { r.rc <- f(ctx) }()
+	return r
+}
+
+// stop cancels the Run and returns its result; nil r is stopped already.
+func (r *running) stop() error {
+	if r == nil {
+		return nil
+	}
+	r.cancel()
+	return <-r.rc
 }
 
 // Start starts broker, controller and agent and returns once the agent
@@ -87,33 +105,26 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// startController runs the controller of cmd/controller (lease/server) on
+// the stack's broker, with a fresh key and the bbolt store in Dir, and
+// waits until it is ready (store open, MQTT API subscribed).
 func (s *Stack) startController(ctx context.Context) error {
-	priv, err := fence.GenerateKey()
+	key := filepath.Join(s.opts.Dir, "controller.key")
+	s.PubKey = filepath.Join(s.opts.Dir, "controller.pub")
+	priv, err := fence.WriteKeyFiles(key, s.PubKey, true)
 	if err != nil {
 		return err
 	}
 	if s.Signer, err = fence.NewSigner(priv); err != nil {
 		return err
 	}
-	s.PubKey = filepath.Join(s.opts.Dir, "controller.pub")
-	if err := fence.WritePublicKey(s.PubKey, s.Signer.Public()); err != nil {
-		return err
-	}
-	if s.store, err = boltstore.Open(filepath.Join(s.opts.Dir, "leases.db"), boltstore.Options{}); err != nil {
-		return err
-	}
-	log := s.opts.Log.With("component", "controller")
-	s.api, err = mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: s.Broker.URL(), ClientID: "fencegate-controller"}, Logger: log})
+	cfg := server.Config{DataDir: s.opts.Dir, Key: key, MQTT: server.MQTTConfig{Config: mqtt.Config{Broker: s.Broker.URL()}}}
+	c, err := server.New(cfg, s.opts.Log.With("component", "controller"))
 	if err != nil {
 		return err
 	}
-	ctrl, err := lease.New(ctx, lease.Config{Store: s.store, Signer: s.Signer, Logger: log, OnGrant: s.api.Announce,
-		EpochFloor: s.api})
-	if err != nil {
-		return err
-	}
-	s.api.Start(ctrl)
-	return waitFor(ctx, s.api.Ready, "controller subscribed")
+	s.ctrl = run(c.Run)
+	return waitFor(ctx, func() bool { return c.Ready() == nil }, "controller subscribed")
 }
 
 func (s *Stack) startAgent(ctx context.Context) error {
@@ -136,9 +147,7 @@ func (s *Stack) startAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	actx, cancel := context.WithCancel(context.Background())
-	s.agent, s.cancel, s.agentRc = a, cancel, make(chan error, 1)
-	go func() { s.agentRc <- a.Run(actx) }()
+	s.agent = run(a.Run)
 	select {
 	case <-online:
 		return nil
@@ -210,17 +219,7 @@ func (s *Stack) DeviceLog(device string) string {
 
 // Close stops the agent, the controller and the broker, in that order.
 func (s *Stack) Close() error {
-	var errs []error
-	if s.cancel != nil {
-		s.cancel()
-		errs = append(errs, <-s.agentRc)
-	}
-	if s.api != nil {
-		s.api.Close()
-	}
-	if s.store != nil {
-		errs = append(errs, s.store.Close())
-	}
+	errs := []error{s.agent.stop(), s.ctrl.stop()}
 	if s.Broker != nil {
 		errs = append(errs, s.Broker.Close())
 	}

@@ -19,11 +19,11 @@ const (
 // Controller cannot be used after Run returns.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.closeAll()
+	epoch, _ := c.store.Epoch(ctx)
+	c.log.Info("controller running", "epoch", epoch, "store", c.cfg.storeName())
 	if c.mqtt != nil {
 		c.mqtt.Start(c.leases)
 	}
-	epoch, _ := c.store.Epoch(ctx)
-	c.log.Info("controller running", "epoch", epoch, "store", c.cfg.storeName())
 	if c.http == nil {
 		return c.watch(ctx, nil)
 	}
