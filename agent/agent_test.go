@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencegate/fencegate/devices/sim"
+	"github.com/fencegate/fencegate/fence/fencetest"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -83,7 +84,7 @@ func TestGrantAnnouncementRaisesFence(t *testing.T) {
 
 func forgedToken(t *testing.T, seq uint64) string {
 	t.Helper()
-	tok, err := testSigner(t, 77).Sign(fenceToken("plant", seq, "M"))
+	tok, err := fencetest.MustSigner(t, 77).Sign(fenceToken("plant", seq, "M"))
 	if err != nil {
 		t.Fatal(err)
 	}

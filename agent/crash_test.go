@@ -23,6 +23,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fence/fencetest"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
@@ -60,17 +61,14 @@ func newProcEnv(t *testing.T, devs ...childDevice) *procEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &procEnv{t: t, dir: dir, dataDir: filepath.Join(dir, "data"), cfgPath: filepath.Join(dir, "agent.yaml"),
-		outPath: filepath.Join(dir, "agent.out"), signer: testSigner(t, 1)}
+		outPath: filepath.Join(dir, "agent.out"), signer: fencetest.MustSigner(t, 1)}
 	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.broker = b
 	t.Cleanup(func() { b.Close() })
-	pub := filepath.Join(dir, "controller.pub")
-	if err := fence.WritePublicKey(pub, e.signer.Public()); err != nil {
-		t.Fatal(err)
-	}
+	pub := fencetest.WritePublicKey(t, dir, e.signer)
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "agent: {id: gw1, data_dir: %q}\nmqtt: {broker: %q}\ntrust: {keys: [%q]}\nhttp: {listen: \"off\"}\ndevices:\n",
 		e.dataDir, b.URL(), pub)

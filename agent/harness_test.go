@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 
 	_ "github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fence/fencetest"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -33,34 +32,18 @@ type harness struct {
 	sup    *mqtttest.Supervisor
 }
 
-func testSigner(t testing.TB, seedByte byte) *fence.Signer {
-	t.Helper()
-	seed := make([]byte, ed25519.SeedSize)
-	for i := range seed {
-		seed[i] = seedByte + byte(i)
-	}
-	s, err := fence.NewSigner(ed25519.NewKeyFromSeed(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // newHarness starts a broker and an agent with the sim devices named, each
 // in the domain "plant", logging applies to <dir>/<device>.log.
 func newHarness(t testing.TB, deviceIDs ...string) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), signer: testSigner(t, 1)}
+	h := &harness{t: t, dir: t.TempDir(), signer: fencetest.MustSigner(t, 1)}
 	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.broker = b
 	t.Cleanup(func() { h.broker.Close() })
-	pub := filepath.Join(h.dir, "controller.pub")
-	if err := fence.WritePublicKey(pub, h.signer.Public()); err != nil {
-		t.Fatal(err)
-	}
+	pub := fencetest.WritePublicKey(t, h.dir, h.signer)
 	h.cfg = Config{Agent: AgentConfig{ID: "gw1", DataDir: filepath.Join(h.dir, "data")},
 		MQTT: MQTTConfig{Broker: b.URL()}, Trust: TrustConfig{Keys: []string{pub}}, HTTP: HTTPConfig{Listen: "127.0.0.1:0"}}
 	for _, id := range deviceIDs {
@@ -120,13 +103,4 @@ func (h *harness) tokenIn(domain string, seq uint64, holder string) string {
 		h.t.Fatal(err)
 	}
 	return tok.Raw
-}
-
-func readFile(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

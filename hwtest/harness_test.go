@@ -3,7 +3,6 @@ package hwtest
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	_ "github.com/fencegate/fencegate/devices/frame"
 	_ "github.com/fencegate/fencegate/devices/line"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fence/fencetest"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -83,7 +83,7 @@ func newSuite(t *testing.T) *suite {
 	s := &suite{t: t, dir: t.TempDir(), logs: &syncBuffer{}, seq: map[string]uint64{}}
 	s.fw = s.target(frameDev, frameDomain, "frame", *framePort)
 	s.ln = s.target(lineDev, lineDomain, "line", *linePort)
-	s.signer = newSigner(t)
+	s.signer = fencetest.MustSigner(t, 7)
 	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -111,20 +111,8 @@ func (s *suite) target(dev, domain, protocol, port string) target {
 	return target{dev: dev, domain: domain, path: sim.Link, sim: sim}
 }
 
-func newSigner(t *testing.T) *fence.Signer {
-	seed := bytes.Repeat([]byte{7}, ed25519.SeedSize)
-	s, err := fence.NewSigner(ed25519.NewKeyFromSeed(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func (s *suite) agentConfig() agent.Config {
-	pub := filepath.Join(s.dir, "controller.pub")
-	if err := fence.WritePublicKey(pub, s.signer.Public()); err != nil {
-		s.t.Fatal(err)
-	}
+	pub := fencetest.WritePublicKey(s.t, s.dir, s.signer)
 	port := fmt.Sprintf("port: {path: %%s, baud: %d, read_timeout: 20ms, reopen_min: 20ms, reopen_max: 200ms}\n", *baud)
 	return agent.Config{
 		Agent: agent.AgentConfig{ID: "hwtest", DataDir: filepath.Join(s.dir, "data")},

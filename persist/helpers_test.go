@@ -2,38 +2,20 @@ package persist
 
 import (
 	"context"
-	"crypto/ed25519"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fence/fencetest"
 )
 
-// testSigner is a deterministic controller key for tests.
-func testSigner(t testing.TB) *fence.Signer {
-	t.Helper()
-	seed := make([]byte, ed25519.SeedSize)
-	for i := range seed {
-		seed[i] = byte(i)
-	}
-	s, err := fence.NewSigner(ed25519.NewKeyFromSeed(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+// testSigner is the deterministic controller key of these tests
+// (fencetest's seed 0).
+func testSigner(t testing.TB) *fence.Signer { return fencetest.MustSigner(t, 0) }
 
 // mustToken signs a token of domain at (epoch, seq) for holder.
-func mustToken(t testing.TB, s *fence.Signer, domain string, epoch, seq uint64, holder string) fence.Token {
-	t.Helper()
-	tok, err := s.Sign(fence.Token{Domain: domain, Epoch: epoch, Seq: seq, Holder: holder,
-		IssuedAt: int64(epoch*1000 + seq), TTLms: 10000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
+var mustToken = fencetest.MustToken
 
 // mustOpen opens a store in a fresh temporary directory and closes it at the
 // end of the test.
