@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/logtest"
 )
 
 // attackConfig is the plugin config of this test binary run as an attack
@@ -124,7 +125,7 @@ func TestAttackInDoubtFailureWithLongMessageBecomesDeviceError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _ := serve(t, &fake{fail: tc.fail})
 			_, err := h.Apply(context.Background(), setCmd("c1"))
-			if got := codeOf(err); got != tc.want {
+			if got := devices.CodeOf(err); got != tc.want {
 				t.Fatalf("plugin answered %s with a %d-byte message; host reports %q (%.120v), want %q",
 					tc.want, len(long), got, err, tc.want)
 			}
@@ -143,8 +144,9 @@ func TestAttackInDoubtFailureWithLongMessageBecomesDeviceError(t *testing.T) {
 func TestAttackOutputOverCapReportedAsFailure(t *testing.T) {
 	h, _ := serve(t, &fake{out: bigOutput(devices.MaxOutputBytes + 1)})
 	_, err := h.Apply(context.Background(), setCmd("c1"))
-	switch code := codeOf(err); code {
-	case devices.CodeDeviceError, devices.CodeDeviceTimeout, devices.CodeDeviceUnavailable:
+	switch code := devices.CodeOf(err); {
+	case err == nil:
+	case code == devices.CodeDeviceError || code == devices.CodeDeviceTimeout || code == devices.CodeDeviceUnavailable:
 		t.Fatalf("a command that acted (output over the cap) is answered with failure code %q: %v", code, err)
 	}
 }
@@ -171,7 +173,7 @@ func TestAttackHostCloseClosesDriverDuringApply(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-first; codeOf(err) != devices.CodeInDoubt {
+	if err := <-first; devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("command in the plugin at Close: %v, want in_doubt", err)
 	}
 	waitGone(t, pid)
@@ -192,8 +194,8 @@ func TestAttackStderrLineWithoutNewlineIsBufferedWhole(t *testing.T) {
 	log := t.TempDir() + "/device.log"
 	cfg := Config{Path: os.Args[0], Config: yamlNode(t, attackConfig{Attack: "stderr-flood", Log: log, FloodBytes: flood}),
 		PingInterval: time.Second}
-	rec := newRecorder()
-	openChildLogged(t, cfg, slog.New(rec))
+	rec := logtest.New()
+	openChildLogged(t, cfg, rec.Logger())
 	longest := waitStderrRecord(t, rec)
 	if longest > limit {
 		t.Fatalf("a plugin's stderr line was buffered and logged as one %d-byte record (limit %d)", longest, limit)
@@ -214,32 +216,13 @@ func openChildLogged(t *testing.T, cfg Config, log *slog.Logger) *Host {
 // waitStderrRecord waits until rec holds a record forwarded from the
 // plugin's stderr (not in hclog's form) and returns the longest message
 // of those records.
-func waitStderrRecord(t *testing.T, rec *recorder) int {
+func waitStderrRecord(t *testing.T, rec *logtest.Recorder) int {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		longest, found := longestStderr(rec)
-		if found {
-			return longest
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no record from the plugin's stderr")
-		}
-		time.Sleep(20 * time.Millisecond)
+	stderr := map[string]string{"stream": "stderr"}
+	rec.WaitFor(t, stderr)
+	longest := 0
+	for _, r := range rec.Matching(stderr) {
+		longest = max(longest, len(r["msg"]))
 	}
-}
-
-func longestStderr(rec *recorder) (int, bool) {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	longest, found := 0, false
-	for _, r := range *rec.recs {
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "stream" && a.Value.String() == "stderr" {
-				found, longest = true, max(longest, len(r.Message))
-			}
-			return true
-		})
-	}
-	return longest, found
+	return longest
 }

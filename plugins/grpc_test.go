@@ -99,7 +99,7 @@ func TestDeadlineReachesPluginAndItsAnswerArrives(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := h.Apply(ctx, devices.Command{ID: "c", Op: "set", Token: testToken()})
-	if codeOf(err) != devices.CodeDeviceTimeout || !strings.Contains(err.Error(), "blocked until the deadline") {
+	if devices.CodeOf(err) != devices.CodeDeviceTimeout || !strings.Contains(err.Error(), "blocked until the deadline") {
 		t.Fatalf("err = %v, want the plugin's own device_timeout", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -146,7 +146,7 @@ func TestLostAttachedPluginIsUnavailable(t *testing.T) {
 		t.Fatal("report after the plugin stopped is available")
 	}
 	_, err := h.Apply(context.Background(), devices.Command{ID: "c", Op: "set", Token: testToken()})
-	if codeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrNotRunning) {
+	if devices.CodeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("err = %v, want device_unavailable wrapping ErrNotRunning", err)
 	}
 }

@@ -3,8 +3,6 @@ package plugins
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -115,51 +113,4 @@ func (a *availLog) next(t *testing.T) bool {
 		t.Fatal("no availability report")
 		return false
 	}
-}
-
-func codeOf(err error) devices.Code {
-	var e *devices.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
-// recorder is a slog handler keeping records, for checking forwarded logs.
-type recorder struct {
-	mu   *sync.Mutex
-	recs *[]slog.Record
-	with []slog.Attr
-}
-
-func newRecorder() *recorder { return &recorder{mu: &sync.Mutex{}, recs: &[]slog.Record{}} }
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	rec = rec.Clone()
-	rec.AddAttrs(r.with...)
-	r.mu.Lock()
-	*r.recs = append(*r.recs, rec)
-	r.mu.Unlock()
-	return nil
-}
-func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recorder{mu: r.mu, recs: r.recs, with: append(append([]slog.Attr{}, r.with...), as...)}
-}
-func (r *recorder) WithGroup(string) slog.Handler { return r }
-
-// attrs returns the records with message msg, as attribute maps.
-func (r *recorder) find(msg string) []map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]string
-	for _, rec := range *r.recs {
-		if rec.Message != msg {
-			continue
-		}
-		m := map[string]string{"level": rec.Level.String()}
-		rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
-		out = append(out, m)
-	}
-	return out
 }

@@ -42,13 +42,13 @@ func TestPluginQueuesCommandBehindOverrunningApply(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- applyWithin(h, 200*time.Millisecond, "c1") }()
 	waitLogLine(t, log, "start c1")
-	if err := applyWithin(h, 10*time.Second, "c2"); codeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrBusy) {
+	if err := applyWithin(h, 10*time.Second, "c2"); devices.CodeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrBusy) {
 		t.Fatalf("command while c1 overruns: %v, want device_unavailable without sending", err)
 	}
-	if err := <-first; codeOf(err) != devices.CodeInDoubt {
+	if err := <-first; devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("overrunning command: %v, want in_doubt", err)
 	}
-	if err := applyWithin(h, 10*time.Second, "c3"); codeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrNotRunning) {
+	if err := applyWithin(h, 10*time.Second, "c3"); devices.CodeOf(err) != devices.CodeDeviceUnavailable || !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("command after the overrun: %v, want device_unavailable without sending", err)
 	}
 	if got := deviceLog(t, log); !slices.Equal(got, []string{"start c1"}) {
@@ -67,7 +67,7 @@ func TestPluginOverrunningApplyIsKilledAndInDoubt(t *testing.T) {
 	avail := watchAvailability(h)
 	pid := h.PID()
 	err := applyWithin(h, 300*time.Millisecond, "c1")
-	if codeOf(err) != devices.CodeInDoubt || !errors.Is(err, ErrOverrun) {
+	if devices.CodeOf(err) != devices.CodeInDoubt || !errors.Is(err, ErrOverrun) {
 		t.Fatalf("overrunning command: %v, want in_doubt wrapping ErrOverrun", err)
 	}
 	if !processGone(pid) {
@@ -150,7 +150,7 @@ func TestPluginOutputIsUnbounded(t *testing.T) {
 			pid := h.PID()
 			for _, id := range []string{"c1", "c2"} {
 				out, err := h.Apply(context.Background(), setCmd(id))
-				if codeOf(err) != tc.code || (tc.code == "" && err != nil) {
+				if (tc.code == "") != (err == nil) || err != nil && devices.CodeOf(err) != tc.code {
 					t.Fatalf("%s: err = %v, want code %q", id, err, tc.code)
 				}
 				if tc.code == "" && len(out) != tc.bytes {

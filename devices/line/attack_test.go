@@ -47,7 +47,7 @@ func TestAttackAttributeCutByDeadline(t *testing.T) {
 	cfg := testConfig(in.path)
 	cfg.Settle = settle
 	d := mustOpen(t, cfg)
-	if _, err := apply(d, "set", `{"ch":8,"value":"x"}`, 300*time.Millisecond); codeOf(err) != devices.CodeInDoubt {
+	if _, err := apply(d, "set", `{"ch":8,"value":"x"}`, 300*time.Millisecond); devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("SET 8 x without a reply: %v, want in_doubt", err)
 	}
 	// Deadline: the settle period, then half of the attribution window.
@@ -56,10 +56,10 @@ func TestAttackAttributeCutByDeadline(t *testing.T) {
 	mu.Lock()
 	since := time.Since(lateAt)
 	mu.Unlock()
-	if codeOf(err) == devices.CodeDeviceTimeout {
+	if devices.CodeOf(err) == devices.CodeDeviceTimeout {
 		t.Fatalf("SET 1 on: %v: the line did not settle before the deadline (machine too slow for this test)", err)
 	}
-	if codeOf(err) != devices.CodeInDoubt {
+	if devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("SET 1 on answered %v (%s after the late ERR, its own OK follows now, within settle %v); want in_doubt", err, since.Round(time.Millisecond), settle)
 	}
 }
@@ -80,11 +80,11 @@ func TestAttackDuplicateReplyAnswersNext(t *testing.T) {
 	cfg := testConfig(in.path)
 	cfg.CheckEveryReply = true // by default a device answering twice is a documented residual risk
 	d := mustOpen(t, cfg)
-	if _, err := apply(d, "set", `{"ch":8,"value":"x"}`, 10*time.Second); codeOf(err) != devices.CodeDeviceError {
+	if _, err := apply(d, "set", `{"ch":8,"value":"x"}`, 10*time.Second); devices.CodeOf(err) != devices.CodeDeviceError {
 		t.Fatalf("SET 8 x: %v, want its device_error", err)
 	}
 	out, err := apply(d, "set", `{"ch":1,"value":"on"}`, 10*time.Second)
-	if codeOf(err) != devices.CodeInDoubt {
+	if devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("SET 1 on answered %s, %v (the device sent ERR then OK); want in_doubt", out, err)
 	}
 }

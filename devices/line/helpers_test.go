@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"strings"
@@ -109,14 +108,6 @@ func apply(d *Device, op, args string, timeout time.Duration) (json.RawMessage, 
 		c.Args = json.RawMessage(args)
 	}
 	return d.Apply(ctx, c)
-}
-
-func codeOf(err error) devices.Code {
-	var e *devices.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
 }
 
 func yamlNode(t *testing.T, doc string) *yaml.Node {

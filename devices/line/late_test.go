@@ -30,11 +30,11 @@ func TestLateReplyDoesNotAnswerNextRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in := newInstrument(t, map[string]string{tt.second: tt.replies})
 			d := mustOpen(t, testConfig(in.path))
-			if _, err := apply(d, "set", tt.firstArgs, 300*time.Millisecond); codeOf(err) != devices.CodeInDoubt {
+			if _, err := apply(d, "set", tt.firstArgs, 300*time.Millisecond); devices.CodeOf(err) != devices.CodeInDoubt {
 				t.Fatalf("%s got no reply in time: %v, want in_doubt", tt.first, err)
 			}
 			out, err := apply(d, "set", tt.secondArgs, 10*time.Second)
-			if codeOf(err) != devices.CodeInDoubt {
+			if devices.CodeOf(err) != devices.CodeInDoubt {
 				t.Fatalf("%s answered %s, %v; want in_doubt (the first reply was the late one)", tt.second, out, err)
 			}
 			if a, b := in.next(t), in.next(t); a != tt.first || b != tt.second {
@@ -64,11 +64,11 @@ func TestTimeoutSettlesBeforeNextRequest(t *testing.T) {
 	cfg := testConfig(in.path)
 	cfg.Settle = 500 * time.Millisecond
 	d := mustOpen(t, cfg)
-	if _, err := apply(d, "set", `{"ch":1,"value":"on"}`, 50*time.Millisecond); codeOf(err) != devices.CodeInDoubt {
+	if _, err := apply(d, "set", `{"ch":1,"value":"on"}`, 50*time.Millisecond); devices.CodeOf(err) != devices.CodeInDoubt {
 		t.Fatalf("busy request: %v, want in_doubt", err)
 	}
 	_, err := apply(d, "set", `{"ch":8,"value":"x"}`, 20*time.Second)
-	if codeOf(err) != devices.CodeDeviceError {
+	if devices.CodeOf(err) != devices.CodeDeviceError {
 		t.Fatalf("next request: %v, want its own device_error (the late OK drained)", err)
 	}
 }
@@ -78,10 +78,10 @@ func TestTimeoutSettlesBeforeNextRequest(t *testing.T) {
 // took any did not.
 func TestPartialWriteIsInDoubt(t *testing.T) {
 	d := &Device{}
-	if err := d.sendFailed(0, 9, serial.ErrWriteTimeout); codeOf(err) != devices.CodeDeviceTimeout || d.suspect {
+	if err := d.sendFailed(0, 9, serial.ErrWriteTimeout); devices.CodeOf(err) != devices.CodeDeviceTimeout || d.suspect {
 		t.Fatalf("nothing taken: %v (suspect %v), want device_timeout", err, d.suspect)
 	}
-	if err := d.sendFailed(4, 9, serial.ErrWriteTimeout); codeOf(err) != devices.CodeInDoubt || !d.suspect {
+	if err := d.sendFailed(4, 9, serial.ErrWriteTimeout); devices.CodeOf(err) != devices.CodeInDoubt || !d.suspect {
 		t.Fatalf("part taken: %v (suspect %v), want in_doubt", err, d.suspect)
 	}
 }

@@ -58,7 +58,7 @@ func TestApplyOutcomes(t *testing.T) {
 			if got := in.next(t); got != tt.sent {
 				t.Errorf("sent %q, want %q", got, tt.sent)
 			}
-			if codeOf(err) != tt.code || (err == nil) != (tt.code == "") {
+			if (err == nil) != (tt.code == "") || err != nil && devices.CodeOf(err) != tt.code {
 				t.Fatalf("err = %v, want code %q", err, tt.code)
 			}
 			if tt.msg != "" && !strings.Contains(err.Error(), tt.msg) {
@@ -90,7 +90,7 @@ func TestBadArgsSendNothing(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := apply(d, tt.op, tt.args, time.Second)
-			if codeOf(err) != devices.CodeDeviceError {
+			if devices.CodeOf(err) != devices.CodeDeviceError {
 				t.Fatalf("err = %v, want device_error", err)
 			}
 		})
@@ -101,7 +101,7 @@ func TestBadArgsSendNothing(t *testing.T) {
 	if got := in.next(t); got != "SET 5 ok" {
 		t.Fatalf("instrument saw %q first, want the valid command", got)
 	}
-	if _, err := apply(d, "nope", "", time.Second); codeOf(err) != devices.CodeUnknownOp {
+	if _, err := apply(d, "nope", "", time.Second); devices.CodeOf(err) != devices.CodeUnknownOp {
 		t.Fatalf("unknown op: %v", err)
 	}
 }

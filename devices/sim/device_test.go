@@ -73,7 +73,7 @@ func TestOpsAndOutputs(t *testing.T) {
 func checkResult(t *testing.T, out json.RawMessage, err error, wantOut string, wantCode devices.Code, wantMsg string) {
 	t.Helper()
 	if wantCode != "" {
-		if codeOf(err) != wantCode || !strings.Contains(err.Error(), wantMsg) {
+		if err == nil || devices.CodeOf(err) != wantCode || !strings.Contains(err.Error(), wantMsg) {
 			t.Fatalf("err = %v, want code %s containing %q", err, wantCode, wantMsg)
 		}
 		return
@@ -258,7 +258,7 @@ func TestFailureInjection(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 				_, err := d.Apply(ctx, cmd("c", "pulse", `{"ms":0}`, tok(1, uint64(i+1), "a")))
 				cancel()
-				if codeOf(err) != want || (want == ok) != (err == nil) {
+				if (want == ok) != (err == nil) || err != nil && devices.CodeOf(err) != want {
 					t.Fatalf("apply %d: err = %v, want code %q", i+1, err, want)
 				}
 				if err == nil {
@@ -294,7 +294,7 @@ func TestContextDoneIsTimeoutAndNotApplied(t *testing.T) {
 				args = `{"ms":0}`
 			}
 			_, err := d.Apply(ctx, cmd("1", "pulse", args, tok(1, 9, "a")))
-			if codeOf(err) != devices.CodeDeviceTimeout || devices.CodeOf(err) != devices.CodeDeviceTimeout {
+			if e := (*devices.Error)(nil); !errors.As(err, &e) || e.Code != devices.CodeDeviceTimeout {
 				t.Fatalf("err = %v, want device_timeout", err)
 			}
 			if got := mustReadLog(t, d); len(got) != 0 {
@@ -314,7 +314,7 @@ func TestConcurrentDescribeCloseApply(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				_, err := d.Apply(context.Background(), cmd("c", "get", "", tok(1, uint64(g*100+i+1), "a")))
-				if c := codeOf(err); err != nil && c != devices.CodeDeviceUnavailable && c != devices.CodeStaleToken {
+				if c := devices.CodeOf(err); err != nil && c != devices.CodeDeviceUnavailable && c != devices.CodeStaleToken {
 					t.Errorf("Apply: %v", err)
 				}
 				_ = d.Describe()
@@ -324,7 +324,7 @@ func TestConcurrentDescribeCloseApply(t *testing.T) {
 	wg.Go(func() { _ = d.Close() })
 	wg.Wait()
 	_, err := d.Apply(context.Background(), cmd("z", "get", "", tok(9, 9, "a")))
-	if codeOf(err) != devices.CodeDeviceUnavailable {
+	if devices.CodeOf(err) != devices.CodeDeviceUnavailable {
 		t.Fatalf("Apply after Close: err = %v, want device_unavailable", err)
 	}
 	if err := CheckLog(mustReadLog(t, d)); err != nil {

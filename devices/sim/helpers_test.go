@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"testing"
 
@@ -52,15 +51,6 @@ func mustApply(t *testing.T, d *Device, c devices.Command) json.RawMessage {
 		t.Fatalf("Apply(%s %s): %v", c.ID, c.Op, err)
 	}
 	return out
-}
-
-// codeOf returns err's *devices.Error code, or "" if err is not one.
-func codeOf(err error) devices.Code {
-	var e *devices.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
 }
 
 // mustReadLog reads d's apply log.

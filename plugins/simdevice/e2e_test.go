@@ -17,6 +17,7 @@ import (
 	_ "github.com/fencegate/fencegate/devices/mqttrelay"
 	"github.com/fencegate/fencegate/devices/mqttrelay/relaytest"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/logtest"
 	"github.com/fencegate/fencegate/internal/mqtttest"
 	_ "github.com/fencegate/fencegate/plugins"
 	"github.com/fencegate/fencegate/protocol"
@@ -49,7 +50,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	// SIGKILL the plugin while it holds a command.
 	pumpState := e.sup.Watch(t, protocol.Topics{}.DeviceState("pump1"))
 	e.sup.Publish(t, "pump1", e.cmd("p2", 1, "pulse", `{"ms":60000}`))
-	e.rec.waitFor(t, map[string]string{"msg": "apply started", "id": "p2", "device": "pump1"})
+	e.rec.WaitFor(t, map[string]string{"msg": "apply started", "id": "p2", "device": "pump1"})
 	if err := syscall.Kill(readPID(t, e.dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestAgentEndToEnd(t *testing.T) {
 type e2e struct {
 	dir    string
 	signer *fence.Signer
-	rec    *recorder
+	rec    *logtest.Recorder
 	sup    *mqtttest.Supervisor
 }
 
@@ -91,7 +92,7 @@ type e2e struct {
 // are the agent's and its relay's broker credentials.
 func startAgent(t *testing.T, broker, user, password string) *e2e {
 	t.Helper()
-	e := &e2e{dir: t.TempDir(), rec: newRecorder()}
+	e := &e2e{dir: t.TempDir(), rec: logtest.New()}
 	key, err := fence.GenerateKey()
 	if err != nil {
 		t.Fatal(err)

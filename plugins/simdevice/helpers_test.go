@@ -1,11 +1,8 @@
 package simdevice
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/logtest"
 	"github.com/fencegate/fencegate/plugins"
 )
 
@@ -60,75 +58,6 @@ func readPID(t *testing.T, dir string) int {
 	return pid
 }
 
-func codeOf(err error) devices.Code {
-	var e *devices.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
-// recorder is a slog handler keeping every record with its attributes.
-type recorder struct {
-	mu   *sync.Mutex
-	recs *[]map[string]string
-	with []slog.Attr
-}
-
-func newRecorder() *recorder { return &recorder{mu: &sync.Mutex{}, recs: &[]map[string]string{}} }
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	m := map[string]string{"msg": rec.Message, "level": rec.Level.String()}
-	for _, a := range r.with {
-		m[a.Key] = a.Value.String()
-	}
-	rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
-	r.mu.Lock()
-	*r.recs = append(*r.recs, m)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) WithAttrs(as []slog.Attr) slog.Handler {
-	return &recorder{mu: r.mu, recs: r.recs, with: append(append([]slog.Attr{}, r.with...), as...)}
-}
-
-func (r *recorder) WithGroup(string) slog.Handler { return r }
-
-// waitFor waits until a record matches every key/value of want.
-func (r *recorder) waitFor(t *testing.T, want map[string]string) map[string]string {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := r.match(want); m != nil {
-			return m
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no log record matching %v", want)
-	return nil
-}
-
-func (r *recorder) match(want map[string]string) map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, m := range *r.recs {
-		ok := true
-		for k, v := range want {
-			if m[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return m
-		}
-	}
-	return nil
-}
-
 // availability collects a Host's availability reports.
 type availability chan bool
 
@@ -138,7 +67,7 @@ func watch(h *plugins.Host) availability {
 	return a
 }
 
-func (a availability) want(t *testing.T, ok bool, rec *recorder) {
+func (a availability) want(t *testing.T, ok bool, rec *logtest.Recorder) {
 	t.Helper()
 	select {
 	case got := <-a:
@@ -146,7 +75,7 @@ func (a availability) want(t *testing.T, ok bool, rec *recorder) {
 			t.Fatalf("availability report %v, want %v", got, ok)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("no availability report (want %v); log:\n%s", ok, rec.dump())
+		t.Fatalf("no availability report (want %v); log:\n%s", ok, rec.Dump())
 	}
 }
 
@@ -167,15 +96,4 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
-}
-
-// dump renders every record, for failure messages.
-func (r *recorder) dump() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	for _, m := range *r.recs {
-		fmt.Fprintln(&b, m)
-	}
-	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/devices/sim"
+	"github.com/fencegate/fencegate/internal/logtest"
 	"github.com/fencegate/fencegate/plugins"
 )
 
@@ -60,7 +61,7 @@ func TestInProcess(t *testing.T) {
 // next command and still holds its own fence, and the apply log is sound.
 func TestChildKilledMidCommand(t *testing.T) {
 	dir := t.TempDir()
-	rec := newRecorder()
+	rec := logtest.New()
 	h, err := plugins.Open("pump1", child(t, dir, ""), slog.New(rec).With("device", "pump1"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +82,12 @@ func TestChildKilledMidCommand(t *testing.T) {
 		errc <- err
 	}()
 	// The plugin logs on stderr as the apply starts; the host forwards it.
-	rec.waitFor(t, map[string]string{"msg": "apply started", "id": "c2", "device": "pump1", "plugin": filepath.Base(os.Args[0])})
+	rec.WaitFor(t, map[string]string{"msg": "apply started", "id": "c2", "device": "pump1", "plugin": filepath.Base(os.Args[0])})
 	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	err = <-errc
-	if codeOf(err) != devices.CodeInDoubt || !errors.Is(err, plugins.ErrPluginLost) {
+	if devices.CodeOf(err) != devices.CodeInDoubt || !errors.Is(err, plugins.ErrPluginLost) {
 		t.Fatalf("in-flight command: %v, want in_doubt wrapping ErrPluginLost", err)
 	}
 	avail.want(t, false, rec)
@@ -97,7 +98,7 @@ func TestChildKilledMidCommand(t *testing.T) {
 	if pid := readPID(t, dir); pid == first {
 		t.Fatalf("plugin pid %d unchanged after SIGKILL", pid)
 	}
-	if _, err := h.Apply(ctx, command("c4", "set", `{"value":4}`, 5)); codeOf(err) != devices.CodeStaleToken {
+	if _, err := h.Apply(ctx, command("c4", "set", `{"value":4}`, 5)); devices.CodeOf(err) != devices.CodeStaleToken {
 		t.Fatalf("older token after restart: %v, want stale_token from the device's own fence", err)
 	}
 	checkLog(t, filepath.Join(dir, "apply.log"), "c1", "c3")
@@ -168,14 +169,14 @@ func fileSHA256(t *testing.T, path string) string {
 // TestBadConfigFailsStart: the plugin refuses its config, names the key on
 // stderr, and the host's Open fails with that line in the device's log.
 func TestBadConfigFailsStart(t *testing.T) {
-	rec := newRecorder()
+	rec := logtest.New()
 	cfg := child(t, t.TempDir(), "colour: red\n")
 	cfg.StartTimeout = 20 * time.Second
 	_, err := plugins.Open("pump1", cfg, slog.New(rec).With("device", "pump1"))
 	if err == nil {
 		t.Fatal("Open succeeded with a bad plugin config")
 	}
-	m := rec.waitFor(t, map[string]string{"msg": "simdevice: cannot start", "device": "pump1"})
+	m := rec.WaitFor(t, map[string]string{"msg": "simdevice: cannot start", "device": "pump1"})
 	if want := "colour: unknown key"; !contains(m["err"], want) {
 		t.Fatalf("logged err %q, want it to contain %q", m["err"], want)
 	}
