@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fencegate/fencegate/internal/groupcommit"
 )
@@ -39,7 +40,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	opts = opts.withDefaults()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %v)", ErrLocked, path, opts.LockTimeout)
 	}
 	if err != nil {

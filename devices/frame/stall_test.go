@@ -42,8 +42,7 @@ func TestTimedOutFramesStayInTXQueue(t *testing.T) {
 // reached the firmware before the driver gave up on it, the bytes the
 // driver sends for the next command cannot complete it into a valid frame.
 func TestCutFrameNotCompletedByNext(t *testing.T) {
-	var fw *firmware
-	fw = newFirmware(t, func(r Request) []byte {
+	fw := newFirmware(t, func(r Request) []byte {
 		if r.ID == "silent" {
 			return nil
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // DefaultMaxBatch bounds how many queued operations one transaction takes.
@@ -254,7 +255,7 @@ func (c *Committer) applyBatch(batch []*request) (wrote bool, err error) {
 }
 
 func rollback(tx *bolt.Tx) error {
-	if err := tx.Rollback(); err != nil && !errors.Is(err, bolt.ErrTxClosed) {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, bolterrors.ErrTxClosed) {
 		return fmt.Errorf("rollback: %w", err)
 	}
 	return nil

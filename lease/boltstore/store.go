@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fencegate/fencegate/internal/groupcommit"
 	"github.com/fencegate/fencegate/lease"
@@ -87,7 +88,7 @@ func openDB(path string, opts Options) (*bolt.DB, error) {
 		timeout = DefaultLockTimeout
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %v)", lease.ErrLocked, path, timeout)
 	}
 	if err != nil {
