@@ -106,10 +106,10 @@ func splitWire(s string) (body, sig []byte, err error) {
 		return nil, nil, fmt.Errorf("%w: no signature part", ErrPrefix)
 	}
 	if body, err = b64.Strict().DecodeString(bodyPart); err != nil {
-		return nil, nil, fmt.Errorf("%w: body: %v", ErrBase64, err)
+		return nil, nil, fmt.Errorf("%w: body: %w", ErrBase64, err)
 	}
 	if sig, err = b64.Strict().DecodeString(sigPart); err != nil {
-		return nil, nil, fmt.Errorf("%w: signature: %v", ErrBase64, err)
+		return nil, nil, fmt.Errorf("%w: signature: %w", ErrBase64, err)
 	}
 	switch {
 	case len(sig) < SignatureLen:

@@ -57,7 +57,7 @@ func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	}
 	k, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrKeyFile, path, err)
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
@@ -74,7 +74,7 @@ func LoadPublicKey(path string) (ed25519.PublicKey, error) {
 	}
 	k, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrKeyFile, path, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrKeyFile, path, err)
 	}
 	pub, ok := k.(ed25519.PublicKey)
 	if !ok {

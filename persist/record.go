@@ -64,7 +64,7 @@ func encodeRecord(r Record) ([]byte, error) {
 func decodeRecord(id string, b []byte) (Record, error) {
 	var j recordJSON
 	if err := json.Unmarshal(b, &j); err != nil {
-		return Record{}, fmt.Errorf("%w: journal %q: %v", ErrCorrupt, id, err)
+		return Record{}, fmt.Errorf("%w: journal %q: %w", ErrCorrupt, id, err)
 	}
 	r := Record{ID: id, State: j.State, Token: j.Token, AcceptedAt: time.UnixMilli(j.AcceptedAt),
 		Result: j.Result, Digest: j.Digest, Idempotent: j.Idempotent, order: j.Order}
@@ -96,12 +96,12 @@ func encodeFence(f Fence) ([]byte, error) {
 func decodeFence(device string, b []byte) (Fence, error) {
 	var j fenceJSON
 	if err := json.Unmarshal(b, &j); err != nil {
-		return Fence{}, fmt.Errorf("%w: fence of %q: %v", ErrCorrupt, device, err)
+		return Fence{}, fmt.Errorf("%w: fence of %q: %w", ErrCorrupt, device, err)
 	}
 	// The token was verified before it was stored; the store is trusted.
 	t, err := fence.ParseUnverified(j.Token)
 	if err != nil {
-		return Fence{}, fmt.Errorf("%w: fence of %q: %v", ErrCorrupt, device, err)
+		return Fence{}, fmt.Errorf("%w: fence of %q: %w", ErrCorrupt, device, err)
 	}
 	return Fence{Token: t, RaisedAt: time.UnixMilli(j.RaisedAt)}, nil
 }

@@ -88,7 +88,7 @@ func DecodeRequest(payload []byte) (Request, error) {
 	}
 	var r Request
 	if err := json.Unmarshal(payload, &r); err != nil {
-		return Request{}, fmt.Errorf("%w: %v", ErrBadLeaseRequest, err)
+		return Request{}, fmt.Errorf("%w: %w", ErrBadLeaseRequest, err)
 	}
 	return r, nil
 }
@@ -99,12 +99,12 @@ func DecodeRequest(payload []byte) (Request, error) {
 func (r Request) Validate(op LeaseOp) error {
 	if r.RequestID != "" {
 		if err := fence.CheckID("request_id", r.RequestID); err != nil {
-			return fmt.Errorf("%w: %v", ErrBadLeaseRequest, err)
+			return fmt.Errorf("%w: %w", ErrBadLeaseRequest, err)
 		}
 	}
 	if r.Holder != "" {
 		if err := fence.CheckID("holder", r.Holder); err != nil {
-			return fmt.Errorf("%w: %v", ErrBadLeaseRequest, err)
+			return fmt.Errorf("%w: %w", ErrBadLeaseRequest, err)
 		}
 	}
 	switch op {

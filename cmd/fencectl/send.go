@@ -34,7 +34,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 3 {
 		var raw json.RawMessage
 		if err := json.Unmarshal([]byte(pos[2]), &raw); err != nil {
-			return fail(stderr, fmt.Errorf("ARGS-JSON: %v", err))
+			return fail(stderr, fmt.Errorf("ARGS-JSON: %w", err))
 		}
 		cmdArgs = raw
 	}
