@@ -45,18 +45,17 @@ type Client struct {
 	watchMu sync.Mutex             // guards watches and their refs; held across state (un)subscribe calls
 	watches map[string]*stateWatch // by device state topic: WaitHandover's shared subscriptions
 
-	closed     chan struct{} // closed by Close: leases stop renewing
-	subscribed chan error    // one slot: the first connection's subscribe outcome, for Dial
+	lifeMu     sync.Mutex          // guards closed, leases and the calls to keepalives.Add
+	closed     bool                // set by Close: no keepalive starts any more
+	leases     map[*Lease]struct{} // leases whose keepalive runs
+	keepalives sync.WaitGroup      // the leases' keepalive goroutines
 }
-
-// subscribeTimeout bounds each wait for the broker to acknowledge the
-// reply subscription.
-const subscribeTimeout = 10 * time.Second
 
 // Dial connects to the broker and subscribes to this client's reply
 // topic, Topics.ReplyTopic(client id) in the reply namespace (and its
-// subtopics), so agents and controllers accept it as reply_to. It returns
-// once the broker acknowledged that subscription, or ctx's error.
+// subtopics), so agents and controllers accept it as reply_to; every
+// reconnection subscribes again. It returns once the broker acknowledged
+// that subscription, or ctx's error.
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.MQTT.ClientID == "" {
 		cfg.MQTT.ClientID = "fencegate-sup-" + randomID()[:12]
@@ -74,54 +73,20 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	c := &Client{cfg: cfg, topics: protocol.Topics{Prefix: cfg.Prefix}, waiting: map[string]chan []byte{},
-		watches: map[string]*stateWatch{}, closed: make(chan struct{}), subscribed: make(chan error, 1)}
+		watches: map[string]*stateWatch{}, leases: map[*Lease]struct{}{}}
 	c.reply = c.topics.ReplyTopic(cfg.MQTT.ClientID)
-	opts, err := cfg.MQTT.ClientOptions(c.onConnect)
+	client, err := mqtt.Dialer{Config: cfg.MQTT, Subs: map[string]paho.MessageHandler{c.reply + "/#": c.onReply},
+		OnSubscribed: func(pc paho.Client, _ error) { c.resubscribeStates(pc) }}.Dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	c.client = paho.NewClient(opts)
-	c.client.Connect()
-	select {
-	case err := <-c.subscribed:
-		if err != nil {
-			c.client.Disconnect(0)
-			return nil, fmt.Errorf("supervisor: subscribe: %w", err)
-		}
-		return c, nil
-	case <-ctx.Done():
-		c.client.Disconnect(0)
-		return nil, fmt.Errorf("supervisor: connect to %s: %w", cfg.MQTT.Broker, ctx.Err())
-	}
-}
-
-// onConnect runs in a paho goroutine after every (re)connection: it
-// subscribes to the reply topic (and its subtopics) and waits for the
-// broker's answer, at most subscribeTimeout and never past Close. Only the
-// first connection's outcome is reported (to Dial); later ones are
-// dropped, so a reconnection never leaves a goroutine blocked.
-func (c *Client) onConnect(pc paho.Client) {
-	t := pc.Subscribe(c.reply+"/#", 1, c.onReply)
-	timer := time.NewTimer(subscribeTimeout)
-	defer timer.Stop()
-	var err error
-	select {
-	case <-t.Done():
-		err = t.Error()
-	case <-timer.C:
-		err = fmt.Errorf("no answer from the broker in %v", subscribeTimeout)
-	case <-c.closed:
-		err = errors.New("client closed")
-	}
-	select {
-	case c.subscribed <- err:
-	default:
-	}
-	c.resubscribeStates(pc)
+	c.client = client
+	return c, nil
 }
 
 // resubscribeStates renews WaitHandover's state subscriptions after a
-// reconnection (the session is clean); a retained state comes again.
+// reconnection (the session is clean); a retained state comes again. It
+// runs in the connection's subscribing goroutine.
 func (c *Client) resubscribeStates(pc paho.Client) {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
@@ -137,11 +102,65 @@ func (c *Client) Holder() string { return c.cfg.Holder }
 func (c *Client) Topics() protocol.Topics { return c.topics }
 
 // Close disconnects. Leases it holds are lost at once (their Done closes)
-// but not released: use Lease.Release first for a prompt hand-over. Close
-// is called once.
+// but not released: use Lease.Release first for a prompt hand-over. It
+// returns once every goroutine the client started has ended: the leases'
+// keepalives and the connections' subscribing goroutines. Close is called
+// once.
 func (c *Client) Close() {
-	close(c.closed)
+	for _, l := range c.shutdown() {
+		l.lose(errClientClosed)
+	}
+	c.keepalives.Wait()
 	c.client.Disconnect(250)
+}
+
+// errClientClosed is why a lease of a closed client is lost.
+var errClientClosed = errors.New("client closed")
+
+// shutdown marks the client closed and returns its leases still renewing.
+func (c *Client) shutdown() []*Lease {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	c.closed = true
+	leases := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		leases = append(leases, l)
+	}
+	return leases
+}
+
+// startKeepalive runs l's keepalive in a goroutine Close waits for; on a
+// closed client the lease is lost at once instead.
+func (c *Client) startKeepalive(l *Lease) {
+	if !c.enroll(l) {
+		close(l.stopped)
+		l.lose(errClientClosed)
+		return
+	}
+	go func() {
+		defer c.keepalives.Done()
+		defer c.forget(l)
+		defer close(l.stopped)
+		l.keepalive()
+	}()
+}
+
+// enroll counts l's keepalive in, unless the client is closed.
+func (c *Client) enroll(l *Lease) bool {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.leases[l] = struct{}{}
+	c.keepalives.Add(1)
+	return true
+}
+
+func (c *Client) forget(l *Lease) {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	delete(c.leases, l)
 }
 
 // onReply routes a reply (lease response or command result) to its waiter

@@ -47,7 +47,7 @@ func (l *Lease) WaitHandover(ctx context.Context, device string) error {
 			if decided, err := l.judgeHandover(device, s); decided {
 				return err
 			}
-		case <-l.done:
+		case <-l.ctx.Done():
 			return fmt.Errorf("supervisor: hand-over of %s: %w", device, l.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("supervisor: hand-over of %s: %w", device, ctx.Err())

@@ -9,7 +9,9 @@ import (
 	"github.com/fencegate/fencegate/protocol"
 )
 
-// keepalive renews the lease about every third of its TTL until it is lost.
+// keepalive renews the lease about every third of its TTL until it is lost
+// (or released, or its client closed); it runs in the goroutine that
+// Client.startKeepalive starts, which Release and Client.Close wait for.
 // A renewal counts from when it was sent, and waits at most half a TTL (and
 // never past the current validity) for an answer. When validity runs out
 // without a confirmed renewal — the controller unreachable, or this process
@@ -19,10 +21,7 @@ func (l *Lease) keepalive() {
 	for {
 		select {
 		case <-time.After(wait):
-		case <-l.done:
-			return
-		case <-l.c.closed:
-			l.lose(errors.New("client closed"))
+		case <-l.ctx.Done():
 			return
 		}
 		if time.Now().After(l.ValidUntil()) {
@@ -37,23 +36,17 @@ func (l *Lease) keepalive() {
 	}
 }
 
-// renewOnce sends one renewal and reports whether it was confirmed. A
-// refusal (expired, not_holder) loses the lease.
+// renewOnce sends one renewal and reports whether it was confirmed; it
+// is abandoned at once when the lease is lost. A refusal (expired,
+// not_holder) loses the lease.
 func (l *Lease) renewOnce() bool {
 	sent := time.Now()
 	deadline := sent.Add(l.ttl / 2)
 	if v := l.ValidUntil(); v.Before(deadline) {
 		deadline = v
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	defer cancel()
-	go func() {
-		select {
-		case <-l.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRenew, protocol.Request{Token: l.token.Raw}, 0)
 	switch {
 	case err != nil:

@@ -29,11 +29,14 @@ type Lease struct {
 	token  fence.Token // decoded, not verified: the agent verifies it
 	ttl    time.Duration
 
+	ctx     context.Context         // cancelled, with Err as its cause, when the lease is lost or released
+	cancel  context.CancelCauseFunc // called by loseLocked only
+	stopped chan struct{}           // closed when the keepalive goroutine ended (or never started)
+
 	mu         sync.Mutex // guards err, validUntil and expiry
 	err        error
 	validUntil time.Time   // no later than (send time of the last confirmed grant or renewal) + TTL
 	expiry     *time.Timer // fires at validUntil (re-arms itself if a renewal moved it); stopped on loss
-	done       chan struct{}
 }
 
 // Acquire asks the controller for a lease on domain. It returns ErrHeld
@@ -71,11 +74,12 @@ func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time)
 	if err != nil {
 		return nil, fmt.Errorf("%w: granted token: %v", ErrInternal, err)
 	}
-	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), done: make(chan struct{})}
+	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), stopped: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
 	l.mu.Unlock()
-	go l.keepalive()
+	c.startKeepalive(l)
 	return l, nil
 }
 
@@ -125,7 +129,7 @@ func (l *Lease) Domain() string { return l.domain }
 // Done is closed when the lease is lost or released; without a confirmed
 // renewal it closes when ValidUntil passes (a timer armed at ValidUntil),
 // not at the renewal loop's next turn.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err is nil while the lease is held and afterwards an error wrapping
 // ErrLeaseLost that says why.
@@ -155,7 +159,7 @@ func (l *Lease) loseLocked(reason error) {
 	if l.err == nil {
 		l.err = fmt.Errorf("%w: %w", ErrLeaseLost, reason)
 		l.expiry.Stop()
-		close(l.done)
+		l.cancel(l.err)
 	}
 }
 
@@ -185,9 +189,12 @@ func (l *Lease) confirm(sent time.Time) {
 }
 
 // Release gives the lease back so another holder can acquire at once. The
-// lease is lost from this call on, whatever the controller answers.
+// lease is lost from this call on, whatever the controller answers; the
+// release is sent once its keepalive goroutine ended (a renewal in
+// flight is abandoned at once), so none is sent after it.
 func (l *Lease) Release(ctx context.Context) error {
-	l.lose(fmt.Errorf("released"))
+	l.lose(errors.New("released"))
+	<-l.stopped
 	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRelease, protocol.Request{Token: l.token.Raw}, 0)
 	if err != nil {
 		return err
@@ -219,13 +226,8 @@ func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (pr
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() { // ends with this call (the deferred cancel)
-		select {
-		case <-l.done:
-			cancel(l.Err())
-		case <-ctx.Done():
-		}
-	}()
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	defer stop()
 	res, err := l.c.sendCommand(ctx, protocol.Command{ID: id, Token: l.token.Raw, Op: op}, device, args, deadline)
 	if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && errors.Is(cause, ErrLeaseLost) {
 		err = fmt.Errorf("%w (%w)", err, cause)

@@ -219,11 +219,12 @@ func countRenewals(t *testing.T, broker string) *atomic.Int64 {
 }
 
 // proxy forwards TCP connections to a target and can stop forwarding
-// (a partition) without closing them.
+// (a partition), or only the broker's side of it, without closing them.
 type proxy struct {
 	ln     net.Listener
 	target string
 	paused atomic.Bool
+	deaf   atomic.Bool // holds back what the broker sends, not what clients send
 	wg     sync.WaitGroup
 	mu     sync.Mutex // guards conns
 	conns  []net.Conn
@@ -244,7 +245,13 @@ func startProxy(t *testing.T, target string) *proxy {
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
 func (p *proxy) pause()       { p.paused.Store(true) }
-func (p *proxy) resume()      { p.paused.Store(false) }
+func (p *proxy) resume()      { p.paused.Store(false); p.deaf.Store(false) }
+
+// deafen holds back what the broker sends until resume: requests get
+// through, answers do not.
+func (p *proxy) deafen() { p.deaf.Store(true) }
+
+func (p *proxy) holdDown() bool { return p.paused.Load() || p.deaf.Load() }
 
 // kick closes every connection made so far, as a broker restart would;
 // clients reconnect through the proxy.
@@ -273,18 +280,18 @@ func (p *proxy) accept() {
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(in, out, p.holdDown)
+		go p.pipe(out, in, p.paused.Load)
 	}
 }
 
-// pipe copies src to dst, holding data back while paused.
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding data back while hold says so.
+func (p *proxy) pipe(dst, src net.Conn, hold func() bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		for p.paused.Load() {
+		for hold() {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if n > 0 {
