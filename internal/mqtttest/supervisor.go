@@ -1,6 +1,7 @@
 package mqtttest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -55,7 +56,8 @@ type Supervisor struct {
 
 // NewSupervisor connects a supervisor to broker and returns once its
 // subscriptions (every device's results and state, every agent's status,
-// its reply topic ReplyTo and its subtopics, o.ReplyTopics) are in place. It disconnects in tb's Cleanup; errors found
+// its reply topic ReplyTo and its subtopics, o.ReplyTopics) are in place;
+// a reconnection subscribes again. It disconnects in tb's Cleanup; errors found
 // in paho callbacks (an undecodable result, a result nobody reads) are
 // reported with tb.Errorf. Per-call methods take their own testing.TB so
 // that subtests fail themselves.
@@ -66,26 +68,16 @@ func NewSupervisor(tb testing.TB, broker string, o Options) *Supervisor {
 	if s.timeout == 0 {
 		s.timeout = 15 * time.Second
 	}
-	ready := make(chan error, 1)
-	cfg := mqtt.Config{Broker: broker, ClientID: o.ClientID, Username: o.Username, Password: o.Password}
-	opts, err := cfg.ClientOptions(func(c paho.Client) {
-		err := s.subscribe(c, s.replyFilters(o.ReplyTopics))
-		select {
-		case ready <- err: // the first connection's outcome
-		default:
-		}
-	})
+	cfg := mqtt.Config{Broker: broker, ClientID: o.ClientID, Username: o.Username, Password: o.Password,
+		ConnectTimeout: ackTimeout}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*ackTimeout)
+	defer cancel()
+	c, err := mqtt.Dial(ctx, cfg, s.subscriptions(s.replyFilters(o.ReplyTopics)))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.client = paho.NewClient(opts)
-	if err := mqtt.Wait(s.client.Connect(), ackTimeout); err != nil {
-		tb.Fatal(err)
-	}
+	s.client = c
 	tb.Cleanup(func() { s.client.Disconnect(100) })
-	if err := <-ready; err != nil {
-		tb.Fatal(err)
-	}
 	return s
 }
 
@@ -105,8 +97,9 @@ func (s *Supervisor) replyFilters(extra []string) []string {
 	return append(append([]string(nil), extra...), s.replyTo+"/#")
 }
 
-// subscribe runs in paho's OnConnect goroutine, on every (re)connection.
-func (s *Supervisor) subscribe(c paho.Client, replyTopics []string) error {
+// subscriptions are the supervisor's filters and their handlers,
+// subscribed again on every (re)connection.
+func (s *Supervisor) subscriptions(replyTopics []string) map[string]paho.MessageHandler {
 	tp := protocol.Topics{}
 	subs := map[string]paho.MessageHandler{
 		tp.DeviceResults("+"): s.onResult,
@@ -116,12 +109,7 @@ func (s *Supervisor) subscribe(c paho.Client, replyTopics []string) error {
 	for _, topic := range replyTopics {
 		subs[topic] = s.onResult
 	}
-	for topic, h := range subs {
-		if err := mqtt.Wait(c.Subscribe(topic, 1, h), ackTimeout); err != nil {
-			return err
-		}
-	}
-	return nil
+	return subs
 }
 
 // Client is the underlying paho client, for publishing anything else.
