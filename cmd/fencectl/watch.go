@@ -37,9 +37,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	var mu sync.Mutex // serializes output
 	topics := protocol.Topics{Prefix: c.prefix}
-	filters := map[string]byte{}
+	var filters []string
 	for _, d := range devices {
-		filters[topics.DeviceState(d)], filters[topics.DeviceResults(d)] = 1, 1
+		filters = append(filters, topics.DeviceState(d), topics.DeviceResults(d))
 	}
 	print := func(_ paho.Client, m paho.Message) {
 		mu.Lock()
@@ -55,19 +55,19 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
-// subscribe connects a plain MQTT client and subscribes filters to handler.
-func subscribe(ctx context.Context, c *common, filters map[string]byte, handler paho.MessageHandler) (paho.Client, error) {
+// subscribe connects a plain MQTT client, subscribes filters to handler
+// (again after every reconnection) and returns once the broker
+// acknowledged them, within the --timeout.
+func subscribe(ctx context.Context, c *common, filters []string, handler paho.MessageHandler) (paho.Client, error) {
 	cfg := c.mqtt
 	cfg.ClientID = fmt.Sprintf("fencectl-watch-%d", time.Now().UnixNano())
-	opts, err := cfg.ClientOptions(func(cl paho.Client) { cl.SubscribeMultiple(filters, handler) })
-	if err != nil {
-		return nil, err
+	subs := make(map[string]paho.MessageHandler, len(filters))
+	for _, f := range filters {
+		subs[f] = handler
 	}
-	cl := paho.NewClient(opts)
-	if err := mqtt.Wait(cl.Connect(), c.timeout); err != nil {
-		return nil, fmt.Errorf("connect %s: %w", cfg.Broker, err)
-	}
-	return cl, nil
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return mqtt.Dial(ctx, cfg, subs)
 }
 
 func printEvent(w io.Writer, asJSON bool, topics protocol.Topics, topic string, payload []byte) {
@@ -124,7 +124,7 @@ func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var mu sync.Mutex // guards states
 	states := map[string]protocol.DeviceState{}
 	topics := protocol.Topics{Prefix: c.prefix}
-	cl, err := subscribe(ctx, c, map[string]byte{topics.DeviceState("+"): 1}, func(_ paho.Client, m paho.Message) {
+	cl, err := subscribe(ctx, c, []string{topics.DeviceState("+")}, func(_ paho.Client, m paho.Message) {
 		var s protocol.DeviceState
 		if json.Unmarshal(m.Payload(), &s) == nil && s.Device != "" {
 			mu.Lock()
