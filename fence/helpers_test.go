@@ -3,6 +3,8 @@ package fence
 import (
 	"crypto/ed25519"
 	"errors"
+
+	"github.com/fencegate/fencegate/fence/internal/seedkey"
 )
 
 // failer is the part of testing.TB that the helpers below use; *rapid.T
@@ -14,17 +16,12 @@ type failer interface {
 
 // testSeed returns a fixed 32-byte Ed25519 seed whose bytes are
 // first, first+1, …, first+31. testSeed(0) is the key of the worked example
-// in docs/protocol.md and of the fuzz seed corpus.
-func testSeed(first byte) []byte {
-	seed := make([]byte, ed25519.SeedSize)
-	for i := range seed {
-		seed[i] = first + byte(i)
-	}
-	return seed
-}
+// in docs/protocol.md and of the fuzz seed corpus. (fence's internal tests
+// cannot import fence/fencetest, which imports fence; both share seedkey.)
+func testSeed(first byte) []byte { return seedkey.Seed(first) }
 
 // testKey returns the private key derived from testSeed(first).
-func testKey(first byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(testSeed(first)) }
+func testKey(first byte) ed25519.PrivateKey { return seedkey.Key(first) }
 
 func mustSigner(t failer, priv ed25519.PrivateKey) *Signer {
 	t.Helper()

@@ -14,21 +14,16 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/fence/internal/seedkey"
 )
 
 // Seed returns the 32-byte Ed25519 seed whose bytes are first, first+1,
 // …, first+31 (wrapping). Seed(0) is the key of the worked example in
 // docs/protocol.md.
-func Seed(first byte) []byte {
-	seed := make([]byte, ed25519.SeedSize)
-	for i := range seed {
-		seed[i] = first + byte(i)
-	}
-	return seed
-}
+func Seed(first byte) []byte { return seedkey.Seed(first) }
 
 // Key returns the private key derived from Seed(first).
-func Key(first byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(Seed(first)) }
+func Key(first byte) ed25519.PrivateKey { return seedkey.Key(first) }
 
 // MustSigner returns a signer of Key(seed); equal seeds give signers of
 // the same key. It fails tb if the signer cannot be built.
