@@ -62,7 +62,7 @@ type handoverState = protocol.DeviceState
 // fenced at this lease; (true, err) it will not be; (false, nil) not yet.
 // A newer position of this domain marks the lease lost.
 func (l *Lease) judgeHandover(device string, s handoverState) (bool, error) {
-	if err := l.Err(); err != nil { // a state and l.done may be ready at once: loss wins
+	if err := l.Err(); err != nil { // a state and Done may be ready at once: loss wins
 		return true, fmt.Errorf("supervisor: hand-over of %s: %w", device, err)
 	}
 	f := s.Fence
