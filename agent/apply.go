@@ -57,7 +57,7 @@ func (d *device) recheck(p pending) (stale *protocol.Result, ok bool) {
 	if !newerThan(cur, p.tok) {
 		return nil, true
 	}
-	d.dom.raised(cur, false)
+	d.dom.raised(cur)
 	r := d.reject(p.cmd.ID, protocol.CodeStaleToken, "a newer lease was accepted while the command waited; not applied")
 	f := cur.Fence()
 	r.Fence = &f

@@ -75,8 +75,10 @@ func (c *connection) start() {
 // onConnect runs in its own paho goroutine after every (re)connection. It
 // subscribes to the grant topics first and makes the retained grants
 // durable before it subscribes to commands, so that after an outage a stale
-// command cannot be accepted ahead of the grant that fences it; then it
-// announces status and every device's state.
+// command cannot be accepted ahead of the grant that fences it. Every
+// device's state is announced before the command subscription (so no state
+// of a later raise can be overwritten by it), the agent's status after it
+// (online means commands are taken).
 func (c *connection) onConnect(cl paho.Client) {
 	a := c.a
 	a.env.m.mqttUp.Set(1)
@@ -87,13 +89,13 @@ func (c *connection) onConnect(cl paho.Client) {
 			return
 		}
 	}
+	for _, d := range a.devices { // before commands: a state published by a command's raise must come after
+		d.publishState()
+	}
 	c.subscribeCommands(cl)
 	c.log.Info("connected", "broker", a.BrokerURL())
 	c.publish(a.env.topics.AgentStatus(a.cfg.Agent.ID),
 		mustJSON(protocol.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
-	for _, d := range a.devices {
-		d.publishState()
-	}
 }
 
 // subscribeCommands subscribes to the devices' command topics: one topic

@@ -39,7 +39,7 @@ func (d *device) decide(in inbound) {
 		return
 	}
 	if dec.Outcome != persist.WrongDomain { // a WrongDomain decision carries the device's record of another domain
-		d.dom.raised(dec.Fence, dec.Raised)
+		d.dom.raised(dec.Fence)
 	}
 	in.ack()
 	d.decided(p, dec)

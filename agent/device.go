@@ -30,6 +30,7 @@ type device struct {
 	resultsTopic string           // default reply topic
 	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
 
+	stateMu   sync.Mutex // serializes publishState
 	mu        sync.Mutex // guards last and available
 	last      *protocol.Result
 	available bool
@@ -150,7 +151,12 @@ func (d *device) setAvailable(available bool, reason string) {
 	d.publishState()
 }
 
+// publishState announces the device's state (retained). Calls are
+// serialized, each reading the state and publishing it under stateMu, so
+// a state read earlier can never be published after a newer one.
 func (d *device) publishState() {
+	d.stateMu.Lock()
+	defer d.stateMu.Unlock()
 	d.mu.Lock()
 	online := d.available
 	d.mu.Unlock()

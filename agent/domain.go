@@ -75,7 +75,7 @@ func (dm *domain) settle(ctx context.Context) error {
 	dm.mu.Unlock()
 	switch dec.Outcome {
 	case persist.Accepted:
-		dm.raised(dec.Fence, dec.Raised)
+		dm.raised(dec.Fence)
 		if dec.Raised {
 			dm.log.Info("fence raised by grant", "fence", dec.Fence.String())
 		}
@@ -85,9 +85,12 @@ func (dm *domain) settle(ctx context.Context) error {
 	return nil
 }
 
-// raised updates the mirror from a durable decision and, if the fence moved,
-// announces the new fence in the state of every device of the domain.
-func (dm *domain) raised(tok fence.Token, moved bool) {
+// raised updates the mirror from a durable decision (the fence is at tok
+// now) and, if that moved the mirror up, counts the raise and announces the
+// new fence in the state of every device of the domain. Whoever moves the
+// mirror announces — not necessarily the caller whose transaction raised
+// the durable fence: two callers may race, and only one of them moves it.
+func (dm *domain) raised(tok fence.Token) {
 	if tok.IsZero() || tok.Domain != dm.name {
 		return
 	}
@@ -97,7 +100,7 @@ func (dm *domain) raised(tok fence.Token, moved bool) {
 		dm.fence = tok
 	}
 	dm.mu.Unlock()
-	if !moved || !up {
+	if !up {
 		return
 	}
 	dm.m.fenceRaises.Inc()
