@@ -14,13 +14,10 @@ type failer interface {
 	Fatalf(format string, args ...any)
 }
 
-// testSeed returns a fixed 32-byte Ed25519 seed whose bytes are
-// first, first+1, …, first+31. testSeed(0) is the key of the worked example
+// testKey returns the private key of seedkey.Seed(first), whose bytes are
+// first, first+1, …, first+31. testKey(0) is the key of the worked example
 // in docs/protocol.md and of the fuzz seed corpus. (fence's internal tests
 // cannot import fence/fencetest, which imports fence; both share seedkey.)
-func testSeed(first byte) []byte { return seedkey.Seed(first) }
-
-// testKey returns the private key derived from testSeed(first).
 func testKey(first byte) ed25519.PrivateKey { return seedkey.Key(first) }
 
 func mustSigner(t failer, priv ed25519.PrivateKey) *Signer {
