@@ -215,7 +215,7 @@ func (c *Controller) Do(ctx context.Context, op protocol.LeaseOp, domain string,
 
 func (c *Controller) do(ctx context.Context, op protocol.LeaseOp, domain string, req protocol.Request) protocol.Response {
 	if err := fence.CheckID("domain", domain); err != nil {
-		return BadRequest(fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return BadRequest(fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
 	if !c.allowed(domain) {
 		return BadRequest(fmt.Errorf("%w: domain %q is not served here (domains: %s)", ErrBadRequest, domain, strings.Join(c.allow, ", ")))

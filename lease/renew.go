@@ -97,7 +97,7 @@ func (c *Controller) verify(name string, req protocol.Request) (fence.Token, err
 	tok, err := c.keys.Verify(req.Token)
 	switch {
 	case err != nil:
-		return fence.Token{}, fmt.Errorf("%w: token: %v", ErrBadRequest, err)
+		return fence.Token{}, fmt.Errorf("%w: token: %w", ErrBadRequest, err)
 	case tok.Domain != name:
 		return fence.Token{}, fmt.Errorf("%w: token is for domain %q, not %q", ErrBadRequest, tok.Domain, name)
 	case req.Holder != "" && req.Holder != tok.Holder:

@@ -72,7 +72,7 @@ func (c *Client) Acquire(ctx context.Context, domain string, o AcquireOptions) (
 func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time) (*Lease, error) {
 	tok, err := fence.ParseUnverified(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: granted token: %v", ErrInternal, err)
+		return nil, fmt.Errorf("%w: granted token: %w", ErrInternal, err)
 	}
 	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), stopped: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
@@ -100,7 +100,7 @@ func (c *Client) leaseCall(ctx context.Context, domain string, op protocol.Lease
 	}
 	var resp protocol.Response
 	if err := json.Unmarshal(reply, &resp); err != nil {
-		return protocol.Response{}, fmt.Errorf("%w: undecodable %s response: %v", ErrInternal, op, err)
+		return protocol.Response{}, fmt.Errorf("%w: undecodable %s response: %w", ErrInternal, op, err)
 	}
 	return resp, nil
 }
@@ -261,7 +261,7 @@ func (l *Lease) sendDeadline(ctx context.Context) (time.Time, error) {
 // renewals. Prefer Acquire in programs.
 func (c *Client) LeaseRequest(ctx context.Context, domain string, op protocol.LeaseOp, req protocol.Request) (protocol.Response, error) {
 	if err := fence.CheckID("domain", domain); err != nil {
-		return protocol.Response{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return protocol.Response{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 	return c.leaseCall(ctx, domain, op, req, wait+c.cfg.RetryInterval)

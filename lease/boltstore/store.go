@@ -199,7 +199,7 @@ func (s *Store) Scan(_ context.Context, fn func(domain string, rec lease.Record)
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var rec lease.Record
 			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("%w: domain %q: %v", lease.ErrCorrupt, k, err)
+				return fmt.Errorf("%w: domain %q: %w", lease.ErrCorrupt, k, err)
 			}
 			if !fn(string(k), rec) {
 				return nil
@@ -235,7 +235,7 @@ func get(tx *bolt.Tx, domain string) (lease.Record, error) {
 	}
 	var rec lease.Record
 	if err := json.Unmarshal(v, &rec); err != nil {
-		return lease.Record{}, fmt.Errorf("%w: domain %q: %v", lease.ErrCorrupt, domain, err)
+		return lease.Record{}, fmt.Errorf("%w: domain %q: %w", lease.ErrCorrupt, domain, err)
 	}
 	return rec, nil
 }

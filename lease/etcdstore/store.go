@@ -210,7 +210,7 @@ func (s *Store) restored(ctx context.Context, why string) error {
 		Then(clientv3.OpPut(s.keys.cluster(), s.epochV+" "+markRestored)).Commit()
 	err := fmt.Errorf("%w: %s since the store was opened at epoch %s", ErrRestored, why, s.epochV)
 	if merr != nil {
-		err = fmt.Errorf("%w (marking the store restored in etcd failed: %v)", err, merr)
+		err = fmt.Errorf("%w (marking the store restored in etcd failed: %w)", err, merr)
 	}
 	s.failed.CompareAndSwap(nil, &err)
 	return *s.failed.Load()
@@ -350,7 +350,7 @@ func encode(rec lease.Record) (string, error) {
 func decode(domain string, v []byte, modRev int64) (lease.Record, error) {
 	var rec lease.Record
 	if err := json.Unmarshal(v, &rec); err != nil {
-		return lease.Record{}, fmt.Errorf("load %s: %w: %v", domain, lease.ErrCorrupt, err)
+		return lease.Record{}, fmt.Errorf("load %s: %w: %w", domain, lease.ErrCorrupt, err)
 	}
 	rec.Version = uint64(modRev)
 	return rec, nil

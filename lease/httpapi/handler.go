@@ -101,7 +101,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request) (protocol.Request, error
 		return protocol.Request{}, fmt.Errorf("%w: body is over %d bytes", lease.ErrBadRequest, protocol.MaxRequestBytes)
 	}
 	if err != nil {
-		return protocol.Request{}, fmt.Errorf("%w: read body: %v", lease.ErrBadRequest, err)
+		return protocol.Request{}, fmt.Errorf("%w: read body: %w", lease.ErrBadRequest, err)
 	}
 	return protocol.DecodeRequest(body)
 }

@@ -29,11 +29,11 @@ type Cluster struct {
 
 // Member is one etcd member: stopped when etcd is nil.
 type Member struct {
-	name, dir         string
-	peerURL, cliURL   url.URL
-	etcd              *embed.Etcd
-	mu                sync.Mutex // guards etcd against Stop racing Cleanup
-	initial, restored bool
+	name, dir       string
+	peerURL, cliURL url.URL
+	etcd            *embed.Etcd
+	mu              sync.Mutex // guards etcd against Stop racing Cleanup
+	initial         bool
 }
 
 // StartCluster starts n members with data in t.TempDir and stops them in
