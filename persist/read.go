@@ -23,11 +23,15 @@ func (s *Store) Lookup(device, id string) (Record, bool, error) {
 	return r, ok, err
 }
 
-// Fences returns every device's fence (highest accepted token), by device.
-func (s *Store) Fences() (map[string]Fence, error) {
+// Fences returns every device's record of its highest accepted token, by
+// device (for status; the fence that decides is the domain's).
+func (s *Store) Fences() (map[string]Fence, error) { return s.readFences(bucketFences) }
+
+// readFences returns every fence stored in bucket, by key.
+func (s *Store) readFences(bucket []byte) (map[string]Fence, error) {
 	out := make(map[string]Fence)
 	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketFences).ForEach(func(k, v []byte) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			f, err := decodeFence(string(k), v)
 			if err != nil {
 				return err
@@ -57,20 +61,7 @@ func (s *Store) Journal(device string) ([]Record, error) {
 
 // DomainFences returns every fencing domain's fence: the highest token
 // accepted for any of its devices or raised by a grant, by domain.
-func (s *Store) DomainFences() (map[string]Fence, error) {
-	out := make(map[string]Fence)
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
-			f, err := decodeFence(string(k), v)
-			if err != nil {
-				return err
-			}
-			out[string(k)] = f
-			return nil
-		})
-	})
-	return out, err
-}
+func (s *Store) DomainFences() (map[string]Fence, error) { return s.readFences(bucketDomains) }
 
 // DomainFence returns the durable fence of one domain (zero Token if it has
 // none). It reads committed state only: a raise whose commit has returned is
