@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -138,7 +139,7 @@ func (s *Stack) startAgent(ctx context.Context) error {
 		}
 		cfg.Devices = append(cfg.Devices, agent.DeviceConfig{ID: id, Domain: s.opts.Domain, Driver: "sim", Settings: node})
 	}
-	online, stop, err := watchOnline(s.Broker.URL(), "gw1")
+	online, stop, err := watchOnline(ctx, s.Broker.URL(), "gw1")
 	if err != nil {
 		return err
 	}
@@ -165,28 +166,21 @@ func simSettings(logPath string, latency time.Duration) (yaml.Node, error) {
 	return *doc.Content[0], nil
 }
 
-// watchOnline subscribes to agent's retained status and returns a channel
-// closed when it reports online (its subscriptions are in place by then).
-func watchOnline(broker, agentID string) (<-chan struct{}, func(), error) {
+// watchOnline subscribes to agent's retained status (again on every
+// connection, through mqtt.Dial) and returns a channel closed when it
+// reports online (its subscriptions are in place by then).
+func watchOnline(ctx context.Context, broker, agentID string) (<-chan struct{}, func(), error) {
 	online := make(chan struct{})
-	var closed bool
-	opts, err := mqtt.Config{Broker: broker, ClientID: "fencegate-stack-watch"}.ClientOptions(nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := paho.NewClient(opts)
-	if err := mqtt.Wait(c.Connect(), 10*time.Second); err != nil {
-		return nil, nil, err
-	}
+	var once sync.Once
 	handler := func(_ paho.Client, m paho.Message) {
 		var st protocol.AgentStatus
-		if json.Unmarshal(m.Payload(), &st) == nil && st.Online && !closed {
-			closed = true // paho calls handlers one at a time (order matters)
-			close(online)
+		if json.Unmarshal(m.Payload(), &st) == nil && st.Online {
+			once.Do(func() { close(online) })
 		}
 	}
-	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.AgentStatus(agentID), 1, handler), 10*time.Second); err != nil {
-		c.Disconnect(0)
+	c, err := mqtt.Dial(ctx, mqtt.Config{Broker: broker, ClientID: "fencegate-stack-watch"},
+		map[string]paho.MessageHandler{protocol.Topics{}.AgentStatus(agentID): handler})
+	if err != nil {
 		return nil, nil, err
 	}
 	return online, func() { c.Disconnect(100) }, nil
