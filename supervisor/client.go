@@ -200,6 +200,15 @@ func (c *Client) exchange(ctx context.Context, id, topic string, payload []byte,
 	interval := c.cfg.RetryInterval
 	var last []byte
 	for {
+		if !c.client.IsConnectionOpen() {
+			// Not queued with paho while disconnected: on reconnect paho 1.5.1
+			// resends its stored publishes while the queued copy is written
+			// too (a data race in its resume); this loop's resend suffices.
+			if err := pause(ctx, offlinePoll); err != nil {
+				return last, err
+			}
+			continue
+		}
 		c.client.Publish(topic, 1, false, payload)
 		reply, final, err := c.await(ctx, ch, max(interval, minWait), accept)
 		if reply != nil {
@@ -212,6 +221,21 @@ func (c *Client) exchange(ctx context.Context, id, topic string, payload []byte,
 			return last, err
 		}
 		interval = min(2*interval, 8*time.Second)
+	}
+}
+
+// offlinePoll is how often exchange looks whether a lost connection is back.
+const offlinePoll = 20 * time.Millisecond
+
+// pause waits d, or returns ctx's error if ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
