@@ -105,6 +105,11 @@ func holds(pid string, rdev uint64) bool {
 		return false
 	}
 	for _, f := range fds {
+		// Only descriptors on /dev nodes are stat'ed: stat through a
+		// descriptor on a hung network or FUSE file system would block.
+		if l, err := os.Readlink(dir + f.Name()); err != nil || !strings.HasPrefix(l, "/dev/") {
+			continue
+		}
 		var st unix.Stat_t
 		if unix.Stat(dir+f.Name(), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR {
 			continue
