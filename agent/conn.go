@@ -45,7 +45,7 @@ type connection struct {
 
 // newConnection prepares the client without connecting (New calls it before
 // opening drivers, so env.pub is set before anything can publish); start
-// connects it. A publish before the first connection is queued by paho.
+// connects it. A publish before the first connection is dropped (publish).
 func (a *Agent) newConnection() (*connection, error) {
 	c := &connection{a: a, log: a.log.With("component", "mqtt"), settle: make(chan struct{}, 1), done: make(chan struct{}),
 		grantsSeen: map[string]bool{}}
@@ -286,8 +286,15 @@ func (c *connection) settleGrants() {
 }
 
 // publish sends without waiting for the broker's acknowledgement: results
-// are journaled first, so a lost publish is recovered by the sender's retry.
+// are journaled first, so a lost publish is recovered by the sender's retry,
+// and states and status are announced again on every connect. So nothing
+// is handed to paho while disconnected: paho 1.5.1 would resend it from its
+// store on reconnect while writing the queued copy too (a data race in its
+// resume), and it would go out after the connect-time announcements.
 func (c *connection) publish(topic string, payload []byte, retained bool) {
+	if !c.client.IsConnectionOpen() {
+		return
+	}
 	c.client.Publish(topic, 1, retained, payload)
 }
 

@@ -32,6 +32,12 @@ type Controller struct {
 	base   string
 	client paho.Client
 
+	// replies feeds the responder goroutine: results are published off
+	// paho's callback, which must never block (a QoS 1 publish from inside
+	// it deadlocks paho's reconnect when the connection drops meanwhile).
+	replies   chan string
+	responder sync.WaitGroup
+
 	mu       sync.Mutex // guards the fields below
 	power    string
 	mute     bool
@@ -49,7 +55,7 @@ func LWTTopic(b string) string     { return b + "/tele/LWT" }
 // command topic; it disconnects at the test's cleanup.
 func Start(t testing.TB, o Options) *Controller {
 	t.Helper()
-	c := &Controller{t: t, base: o.Base, power: "OFF", notify: make(chan struct{})}
+	c := &Controller{t: t, base: o.Base, power: "OFF", notify: make(chan struct{}), replies: make(chan string, 64)}
 	id := o.ClientID
 	if id == "" {
 		id = "relaytest-" + sanitize(o.Base)
@@ -63,7 +69,12 @@ func Start(t testing.TB, o Options) *Controller {
 		t.Fatal(err)
 	}
 	c.client = cl
-	t.Cleanup(func() { c.client.Disconnect(100) })
+	c.responder.Go(c.respond)
+	t.Cleanup(func() {
+		c.client.Disconnect(100)
+		close(c.replies)
+		c.responder.Wait()
+	})
 	c.SetOnline(true)
 	return c
 }
@@ -95,10 +106,24 @@ func (c *Controller) onCommand(cl paho.Client, m paho.Message) {
 	if mute {
 		return
 	}
-	cl.Publish(ResultTopic(c.base), 1, false, `{"Dimmer":30,"Uptime":"0T01:02:03"}`)
-	cl.Publish(ResultTopic(c.base), 1, false, `heap low`)
-	cl.Publish(ResultTopic(c.base), 1, false, `{"POWER":"`+power+`"}`)
-	cl.Publish(StateTopic(c.base), 1, true, power)
+	c.replies <- power
+}
+
+// respond publishes, in order, what each command makes the controller
+// report, until replies is closed. Reports go at QoS 0, as Tasmota sends
+// them by default: paho keeps no QoS 0 publish to resend on reconnect,
+// where paho 1.5.1 races with the copy still queued (a data race in its
+// resume). While disconnected it reports nothing.
+func (c *Controller) respond() {
+	for power := range c.replies {
+		if !c.client.IsConnectionOpen() {
+			continue
+		}
+		c.client.Publish(ResultTopic(c.base), 0, false, `{"Dimmer":30,"Uptime":"0T01:02:03"}`)
+		c.client.Publish(ResultTopic(c.base), 0, false, `heap low`)
+		c.client.Publish(ResultTopic(c.base), 0, false, `{"POWER":"`+power+`"}`)
+		c.client.Publish(StateTopic(c.base), 0, true, power)
+	}
 }
 
 // SetMute makes the controller take commands without confirming them.
