@@ -27,9 +27,10 @@
 // reordering of unsynced writes (a torn file keeps a prefix of its write
 // order, never a later write without an earlier one); partial directory
 // updates (a directory's unsynced entry changes are all lost together);
-// metadata other than size (modes and times are kept as they are); hard
-// links, symlinks, xattrs and file locks across processes beyond what the
-// kernel does itself (flock works: the kernel keeps it locally). A rename
+// metadata other than size (modes and times are kept as they are); link
+// counts (link(2) works, stat says 1), symlinks, xattrs and file locks
+// beyond what the kernel does itself (flock works: the kernel keeps it
+// locally). A rename
 // made durable in the new directory only leaves the file reachable under
 // both names after a cut.
 //
@@ -40,6 +41,10 @@
 // process deadlocks. Open such files from child processes (they are the
 // processes under test anyway) and copy a file out with Mount.CopyOut
 // (read(2) only) to inspect it in the test process.
+//
+// Mount.StopAfter stops the machine after a number of changing operations
+// (later ones fail with EIO), so a test can cut the power at every step of
+// a sequence such as an atomic replace.
 //
 // Backing store: none — the durable state lives in the FS value, which
 // outlives its mounts, so a test can cut and remount as often as it likes.

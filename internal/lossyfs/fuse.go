@@ -33,6 +33,7 @@ var (
 	_ fs.NodeWriter    = (*fuseNode)(nil)
 	_ fs.NodeFsyncer   = (*fuseNode)(nil)
 	_ fs.NodeFlusher   = (*fuseNode)(nil)
+	_ fs.NodeLinker    = (*fuseNode)(nil)
 )
 
 // child returns the go-fuse inode of c, a child of fn, with its attributes
@@ -75,6 +76,9 @@ func (fn *fuseNode) Getattr(_ context.Context, _ fs.FileHandle, out *fuse.AttrOu
 func (fn *fuseNode) Setattr(_ context.Context, _ fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return errno
+	}
 	if size, ok := in.GetSize(); ok {
 		if fn.n.isDir() {
 			return syscall.EISDIR
@@ -114,6 +118,9 @@ func (fn *fuseNode) Readdir(context.Context) (fs.DirStream, syscall.Errno) {
 func (fn *fuseNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return nil, errno
+	}
 	if _, ok := fn.n.entries[name]; ok {
 		return nil, syscall.EEXIST
 	}
@@ -127,6 +134,9 @@ func (fn *fuseNode) Mkdir(ctx context.Context, name string, mode uint32, out *fu
 func (fn *fuseNode) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return nil, nil, 0, errno
+	}
 	c, ok := fn.n.entries[name]
 	switch {
 	case ok && flags&syscall.O_EXCL != 0:
@@ -146,6 +156,9 @@ func (fn *fuseNode) Create(ctx context.Context, name string, flags, mode uint32,
 func (fn *fuseNode) Unlink(_ context.Context, name string) syscall.Errno {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return errno
+	}
 	c, ok := fn.n.entries[name]
 	switch {
 	case !ok:
@@ -161,6 +174,9 @@ func (fn *fuseNode) Unlink(_ context.Context, name string) syscall.Errno {
 func (fn *fuseNode) Rmdir(_ context.Context, name string) syscall.Errno {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return errno
+	}
 	c, ok := fn.n.entries[name]
 	switch {
 	case !ok:
@@ -184,6 +200,9 @@ func (fn *fuseNode) Rename(_ context.Context, name string, newParent fs.InodeEmb
 	}
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return errno
+	}
 	c, ok := fn.n.entries[name]
 	if !ok {
 		return syscall.ENOENT
@@ -216,11 +235,15 @@ func replaceable(src, dst *node, flags uint32) syscall.Errno {
 // Open opens the node without a handle of its own. No FOPEN_DIRECT_IO (mmap
 // must work) and no FOPEN_KEEP_CACHE: every open starts from the FS's pages.
 func (fn *fuseNode) Open(_ context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	if flags&syscall.O_TRUNC != 0 {
-		fn.tree.mu.Lock()
-		fn.n.truncate(0)
-		fn.tree.mu.Unlock()
+	if flags&syscall.O_TRUNC == 0 {
+		return nil, 0, fs.OK
 	}
+	fn.tree.mu.Lock()
+	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return nil, 0, errno
+	}
+	fn.n.truncate(0)
 	return nil, 0, fs.OK
 }
 
@@ -239,6 +262,9 @@ func (fn *fuseNode) Read(_ context.Context, _ fs.FileHandle, dest []byte, off in
 func (fn *fuseNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return 0, errno
+	}
 	fn.n.writeAt(data, off)
 	return uint32(len(data)), fs.OK
 }
@@ -248,9 +274,34 @@ func (fn *fuseNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off i
 func (fn *fuseNode) Fsync(context.Context, fs.FileHandle, uint32) syscall.Errno {
 	fn.tree.mu.Lock()
 	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return errno
+	}
 	fn.n.sync()
 	return fs.OK
 }
 
 // Flush (close(2)) makes nothing durable, as on a real disk.
 func (fn *fuseNode) Flush(context.Context, fs.FileHandle) syscall.Errno { return fs.OK }
+
+// Link adds name for the file target (link(2)); the entry is durable once
+// fn is synced. Link counts are not kept: stat reports 1.
+func (fn *fuseNode) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*fuseNode)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	fn.tree.mu.Lock()
+	defer fn.tree.mu.Unlock()
+	if errno := fn.tree.spend(); errno != fs.OK {
+		return nil, errno
+	}
+	switch _, exists := fn.n.entries[name]; {
+	case exists:
+		return nil, syscall.EEXIST
+	case t.n.isDir():
+		return nil, syscall.EPERM
+	}
+	fn.n.entries[name] = t.n
+	return fn.child(ctx, t.n, out), fs.OK
+}

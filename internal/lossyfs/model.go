@@ -18,6 +18,9 @@ type FS struct {
 	root    *node
 	nextIno uint64
 	mounted bool // a Mount serves the FS
+	// budget is how many more changing operations succeed (see
+	// Mount.StopAfter); negative: no limit.
+	budget int
 }
 
 // node is a regular file or a directory. A file's data is what readers see,
@@ -47,9 +50,21 @@ type write struct {
 
 // New returns an FS holding an empty, durable root directory.
 func New() *FS {
-	f := &FS{nextIno: 1}
+	f := &FS{nextIno: 1, budget: -1}
 	f.root = f.newNode(syscall.S_IFDIR | 0o755)
 	return f
+}
+
+// spend uses one changing operation of the budget and reports EIO once
+// the power is gone (see Mount.StopAfter); f.mu must be held.
+func (f *FS) spend() syscall.Errno {
+	switch {
+	case f.budget == 0:
+		return syscall.EIO
+	case f.budget > 0:
+		f.budget--
+	}
+	return 0
 }
 
 // newNode returns a fresh node of mode; f.mu must be held (or f unshared).
@@ -123,6 +138,7 @@ type CutReport struct {
 func (f *FS) revert(r *rand.Rand) CutReport {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.budget = -1
 	var rep CutReport
 	seen := map[*node]bool{}
 	var walk func(n *node)

@@ -176,3 +176,21 @@ func (m *Mount) CopyOut(name, dst string) error {
 	}
 	return nil
 }
+
+// StopAfter makes the power go after n more changing operations (create,
+// write, truncate, rename, link, unlink, mkdir, rmdir, fsync): from then
+// on every changing operation fails with EIO and changes nothing, as if
+// the machine had stopped there, until the next Cut. It lets a test cut
+// at every step of a sequence of system calls. Negative n: no limit.
+func (m *Mount) StopAfter(n int) {
+	m.tree.mu.Lock()
+	defer m.tree.mu.Unlock()
+	m.tree.budget = n
+}
+
+// Stopped reports whether a StopAfter budget ran out since the last Cut.
+func (m *Mount) Stopped() bool {
+	m.tree.mu.Lock()
+	defer m.tree.mu.Unlock()
+	return m.tree.budget == 0
+}
