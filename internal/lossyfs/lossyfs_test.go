@@ -345,6 +345,8 @@ func runChild(args []string) (string, error) {
 		return boltGet(args[1])
 	case len(args) == 2 && args[0] == "bolt-get":
 		return boltGet(args[1])
+	case len(args) == 1 && args[0] == "fds":
+		return openFds()
 	}
 	return "", fmt.Errorf("unknown child action %q", args)
 }
@@ -408,4 +410,31 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// openFds lists what this process's descriptors point to, one a line.
+func openFds() (string, error) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return "", err
+	}
+	var out strings.Builder
+	for _, e := range entries {
+		target, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		fmt.Fprintln(&out, target)
+	}
+	return out.String(), nil
+}
+
+// TestChildDoesNotInheritFuseFd: a process started while the FS is
+// mounted does not inherit the server's /dev/fuse descriptor — else, once
+// the test process dies, that child keeps the connection open and its
+// own requests on the mount wait forever.
+func TestChildDoesNotInheritFuseFd(t *testing.T) {
+	lossyfs.MustMount(t)
+	for _, target := range strings.Split(child(t, "fds"), "\n") {
+		if target == "/dev/fuse" {
+			t.Fatal("a child process holds /dev/fuse")
+		}
+	}
 }

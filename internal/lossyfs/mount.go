@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // Errors of Mount and Cut.
@@ -75,7 +77,32 @@ func (m *Mount) serve() error {
 		m.tree.claim(false)
 		return fmt.Errorf("lossyfs: mount %s: %w", m.dir, err)
 	}
+	if err := closeOnExecFuse(); err != nil {
+		_ = server.Unmount()
+		m.tree.claim(false)
+		return err
+	}
 	m.server = server
+	return nil
+}
+
+// closeOnExecFuse marks this process's /dev/fuse descriptors close-on-exec:
+// go-fuse opens the device without O_CLOEXEC, and a child that inherited
+// it would keep the connection open after the test process died, its own
+// requests on the mount then waiting forever. Children started while a
+// Mount is being set up may still inherit it.
+func closeOnExecFuse() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("lossyfs: list descriptors: %w", err)
+	}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		fd, aerr := strconv.Atoi(e.Name())
+		if err == nil && aerr == nil && target == "/dev/fuse" {
+			unix.CloseOnExec(fd)
+		}
+	}
 	return nil
 }
 
