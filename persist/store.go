@@ -39,7 +39,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
+	db, err := groupcommit.OpenDB(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %v)", ErrLocked, path, opts.LockTimeout)
 	}

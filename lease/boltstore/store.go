@@ -87,7 +87,7 @@ func openDB(path string, opts Options) (*bolt.DB, error) {
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err := groupcommit.OpenDB(path, 0o600, &bolt.Options{Timeout: timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (waited %v)", lease.ErrLocked, path, timeout)
 	}
