@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/atomicfile"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -105,7 +105,7 @@ func loadKeys(paths []string) (*fence.KeyRing, error) {
 }
 
 func openStore(dir string, m *metrics) (*persist.Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil { // durable: a power cut must not lose the new store's directory
 		return nil, fmt.Errorf("agent.data_dir: %w", err)
 	}
 	return persist.Open(filepath.Join(dir, "fence.db"), persist.Options{OnCommit: m.onCommit})

@@ -40,3 +40,24 @@ func TestWriteFileIntoMissingDirFails(t *testing.T) {
 		t.Fatal("write into a missing directory succeeded")
 	}
 }
+
+func TestMkdirAllCreatesNestedAndExisting(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b", "c")
+	if err := MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("stat %s: %v %v", dir, fi, err)
+	}
+	if err := MkdirAll(dir, 0o700); err != nil {
+		t.Fatalf("existing directory: %v", err)
+	}
+	file := filepath.Join(root, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAll(filepath.Join(file, "x"), 0o700); err == nil {
+		t.Fatal("a directory under a file was created")
+	}
+}

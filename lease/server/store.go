@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/atomicfile"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/etcdstore"
@@ -17,7 +17,7 @@ func (c *Controller) openStore() error {
 	if c.cfg.Store == StoreEtcd {
 		return c.openEtcd()
 	}
-	if err := os.MkdirAll(c.cfg.DataDir, 0o700); err != nil {
+	if err := atomicfile.MkdirAll(c.cfg.DataDir, 0o700); err != nil { // durable, like the store file in it
 		return fmt.Errorf("data dir: %w", err)
 	}
 	s, err := boltstore.Open(StorePath(c.cfg.DataDir), boltstore.Options{OnCommit: c.metrics.ObserveCommit, Epoch: c.cfg.Epoch})
