@@ -14,7 +14,6 @@ import (
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/leasetest"
-	"github.com/fencegate/fencegate/lease/mqttapi"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -24,11 +23,7 @@ import (
 // device state's) never issues a token that sorts below it: it refuses,
 // naming epoch-bump, and changes nothing; after the bump it grants above.
 func TestEpochFromWrongClock(t *testing.T) {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := mustBroker(t)
 	path := filepath.Join(t.TempDir(), "leases.db")
 	st, err := boltstore.Open(path, boltstore.Options{Epoch: 1000})
 	if err != nil {
@@ -99,10 +94,7 @@ func wantRefused(t *testing.T, ctl observing, domain string) {
 
 // observing is a controller whose grants are checked against what its
 // MQTT API sees.
-type observing struct {
-	running
-	st *boltstore.Store
-}
+type observing struct{ started }
 
 func (o observing) load(t *testing.T, domain string) lease.Record {
 	rec, err := o.st.Load(context.Background(), domain)
@@ -113,23 +105,9 @@ func (o observing) load(t *testing.T, domain string) lease.Record {
 }
 
 // startObserving starts a controller on the store at path with its MQTT
-// API as its EpochFloor, and returns at once.
+// API as its EpochFloor, and returns at once (the first grants wait for
+// the broker's retained messages).
 func startObserving(t *testing.T, broker, path string, signer *fence.Signer) observing {
 	t.Helper()
-	st, err := boltstore.Open(path, boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: broker, ClientID: "controller"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := leasetest.MustControllerOn(t, lease.Config{Signer: signer, OnGrant: srv.Announce, EpochFloor: srv}, st)
-	srv.Start(c) // not waiting for Ready: the first grants wait for the broker's retained messages
-	return observing{st: st, running: running{client: leasetest.Direct{C: c}, close: func() {
-		srv.Close()
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	}}}
+	return observing{startController(t, broker, path, signer, true)}
 }

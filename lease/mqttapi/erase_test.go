@@ -19,11 +19,7 @@ import (
 // the restarted controller re-announces the lease from its store, and
 // heals the topic again when it is cleared while it runs.
 func TestRetainedGrantsCanBeErased(t *testing.T) {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := mustBroker(t)
 	w := watchGrants(t, b.URL())
 	path := filepath.Join(t.TempDir(), "leases.db")
 	signer, _ := leasetest.MustSigner(t)
@@ -62,6 +58,23 @@ type running struct {
 // returns once the API is ready.
 func startOn(t *testing.T, broker, path string, signer *fence.Signer) running {
 	t.Helper()
+	r := startController(t, broker, path, signer, false)
+	waitReady(r.srv)
+	return r.running
+}
+
+// started is a controller on a bbolt store with its MQTT API.
+type started struct {
+	running
+	st  *boltstore.Store
+	srv *mqttapi.Server
+}
+
+// startController opens the store at path and starts a controller signing
+// with signer (withFloor: with its MQTT API as its EpochFloor) and that API
+// on broker, without waiting for the API to be ready.
+func startController(t *testing.T, broker, path string, signer *fence.Signer, withFloor bool) started {
+	t.Helper()
 	st, err := boltstore.Open(path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +83,28 @@ func startOn(t *testing.T, broker, path string, signer *fence.Signer) running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := leasetest.MustControllerOn(t, lease.Config{Signer: signer, OnGrant: srv.Announce}, st)
+	cfg := lease.Config{Signer: signer, OnGrant: srv.Announce}
+	if withFloor {
+		cfg.EpochFloor = srv
+	}
+	c, _ := leasetest.MustControllerOn(t, cfg, st)
 	srv.Start(c)
-	waitReady(srv)
-	return running{client: leasetest.Direct{C: c}, close: func() {
+	return started{st: st, srv: srv, running: running{client: leasetest.Direct{C: c}, close: func() {
 		srv.Close()
 		if err := st.Close(); err != nil {
 			t.Error(err)
 		}
-	}}
+	}}}
+}
+
+// mustBroker starts an embedded broker, closed at the end of the test
+// (registered first, so it runs after the clients' cleanups).
+func mustBroker(t *testing.T) *mqtt.Embedded {
+	t.Helper()
+	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }

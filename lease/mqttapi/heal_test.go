@@ -32,11 +32,7 @@ func (v *verifying) VerifyToken(raw string) (fence.Token, error) { return v.ring
 // before anything is published (a subscription racing a retained publish
 // trips a data race inside the embedded broker, mochi-mqtt issue 200).
 func TestRetainedGrantHeals(t *testing.T) {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() }) // registered first: runs after the clients' cleanups
+	b := mustBroker(t)
 	w := watchGrants(t, b.URL())
 	signer, ring := leasetest.MustSigner(t)
 	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "controller"}})

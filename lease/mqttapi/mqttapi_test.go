@@ -141,11 +141,7 @@ type env struct {
 }
 
 func startEnv(t *testing.T) env {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := mustBroker(t)
 	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "controller"}})
 	if err != nil {
 		t.Fatal(err)

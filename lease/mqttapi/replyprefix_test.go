@@ -21,11 +21,7 @@ func TestReplyPrefixes(t *testing.T) {
 			t.Errorf("reply prefix %q: %v, want lease.ErrConfig naming it", p, err)
 		}
 	}
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := mustBroker(t)
 	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "controller"}, ReplyPrefixes: []string{"site/replies/"}})
 	if err != nil {
 		t.Fatal(err)

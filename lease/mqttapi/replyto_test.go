@@ -39,11 +39,7 @@ func (l logLines) Handle(_ context.Context, r slog.Record) error {
 // topic, a $ topic or a topic outside the reply namespace gets nothing
 // published there, is logged, and grants nothing.
 func TestReplyToConfusedDeputy(t *testing.T) {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := mustBroker(t)
 	logs := logLines{ch: make(chan string, 64)}
 	srv, err := mqttapi.New(mqttapi.Config{MQTT: mqtt.Config{Broker: b.URL(), ClientID: "controller"}, Logger: slog.New(logs)})
 	if err != nil {

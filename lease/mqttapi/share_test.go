@@ -25,11 +25,7 @@ func (c *counting) Do(_ context.Context, _ protocol.LeaseOp, _ string, req proto
 // TestShareGroup: replicas in one share group handle each request once
 // between them; without a group both would handle every request.
 func TestShareGroup(t *testing.T) {
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() }) // registered first: runs after the client's cleanup
+	b := mustBroker(t)
 	var handlers [2]counting
 	var servers [2]*mqttapi.Server
 	for i := range servers {
