@@ -45,7 +45,10 @@ type Store struct {
 	closed atomic.Bool
 }
 
-var _ lease.Shared = (*Store)(nil)
+var (
+	_ lease.Shared  = (*Store)(nil)
+	_ lease.Scanner = (*Store)(nil)
+)
 
 // Open connects to the cluster of cfg and opens the store under its
 // prefix, creating the epoch (now in Unix ms) if the prefix has none. The
@@ -243,6 +246,55 @@ func (s *Store) Load(ctx context.Context, domain string) (lease.Record, error) {
 		return lease.Record{}, nil
 	}
 	return decode(domain, resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+// scanPage is how many records one Scan request reads.
+const scanPage = 500
+
+// Scan lists every domain's record, a page of scanPage keys per request,
+// for the re-announcement of live leases at start (lease.Scanner). Each
+// page is read linearizably; the pages are not one snapshot, which
+// re-announcement does not need (a record changed meanwhile is announced
+// by its own grant).
+func (s *Store) Scan(ctx context.Context, fn func(domain string, rec lease.Record) bool) error {
+	prefix := s.keys.domain("")
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		kvs, more, err := s.scanPage(ctx, from, end)
+		if err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		for _, kv := range kvs {
+			rec, err := decode(string(kv.Key), kv.Value, kv.ModRevision)
+			if err != nil {
+				return fmt.Errorf("scan: %w", err)
+			}
+			if !fn(strings.TrimPrefix(string(kv.Key), prefix), rec) {
+				return nil
+			}
+		}
+		if !more || len(kvs) == 0 {
+			return nil
+		}
+		from = string(kvs[len(kvs)-1].Key) + "\x00"
+	}
+}
+
+func (s *Store) scanPage(ctx context.Context, from, end string) ([]*mvccpb.KeyValue, bool, error) {
+	if s.closed.Load() {
+		return nil, false, lease.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	floor := s.rev.Load()
+	resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(scanPage))
+	if err != nil {
+		return nil, false, err
+	}
+	if err := s.observe(ctx, resp.Header.ClusterId, resp.Header.Revision, floor); err != nil {
+		return nil, false, err
+	}
+	return resp.Kvs, resp.More, nil
 }
 
 // Put stores rec if domain's record still has rec.Version and the epoch is
