@@ -22,6 +22,7 @@ type Entry struct {
 	Seq        uint64          `json:"seq"`
 	Holder     string          `json:"holder"`
 	Args       json.RawMessage `json:"args,omitempty"` // as received, compacted; absent if none
+	Started    time.Time       `json:"started"`        // when the device took the command (after the driver was called)
 	At         time.Time       `json:"at"`             // when it was applied
 }
 

@@ -33,6 +33,10 @@ type Config struct {
 	TimeoutEvery int `yaml:"timeout_every"`
 	// Unavailable makes every apply fail with device_unavailable.
 	Unavailable bool `yaml:"unavailable"`
+	// NoFence makes the device check no token, as most hardware does: it
+	// trusts the agent's fence alone. It still logs each apply's token (the
+	// fault harness uses such devices to see the agent's fence by itself).
+	NoFence bool `yaml:"no_fence"`
 }
 
 // OpConfig describes one op of a simulated device.

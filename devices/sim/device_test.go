@@ -331,3 +331,23 @@ func TestConcurrentDescribeCloseApply(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A NoFence device trusts the agent: it applies a stale token, and logs it
+// with its token and the time it took the command, so CheckLog sees it.
+func TestNoFenceAppliesStaleTokenAndLogsIt(t *testing.T) {
+	d := mustNew(t, Config{NoFence: true})
+	mustApply(t, d, cmd("a", "set", `{"value":1}`, tok(1, 5, "new")))
+	mustApply(t, d, cmd("b", "set", `{"value":2}`, tok(1, 4, "old")))
+	entries := mustReadLog(t, d)
+	if len(entries) != 2 || entries[1].ID != "b" || entries[1].Seq != 4 {
+		t.Fatalf("log = %+v, want a then b at seq 4", entries)
+	}
+	for _, e := range entries {
+		if e.Started.IsZero() || e.At.Before(e.Started) {
+			t.Errorf("entry %s: started %v, at %v: want started set and not after at", e.ID, e.Started, e.At)
+		}
+	}
+	if err := CheckLog(entries); !errors.Is(err, ErrTokenBackwards) {
+		t.Fatalf("CheckLog = %v, want ErrTokenBackwards", err)
+	}
+}
