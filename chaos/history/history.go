@@ -28,6 +28,7 @@ const (
 	Release Kind = "release" // a lease release (Code released, not_holder, …)
 	Lost    Kind = "lost"    // the SDK reported the lease lost at End (Start = End)
 	Command Kind = "command" // a command to a device (Code: the result's code)
+	Held    Kind = "held"    // the lease was still held when the supervisor stopped (Start = End)
 )
 
 // Op is one call a supervisor made, or one event it saw.
@@ -56,6 +57,9 @@ type Op struct {
 	// Code is the answer's code ("" without one); Err the client's error.
 	Code string `json:"code,omitempty"`
 	Err  string `json:"err,omitempty"`
+	// ValidUntil, for a Release, Lost or Held op: until when the supervisor
+	// held the lease for valid (the SDK's Lease.ValidUntil), Unix ns.
+	ValidUntil int64 `json:"valid_until,omitempty"`
 	// FenceEpoch, FenceSeq: the fence a stale_token answer showed.
 	FenceEpoch uint64 `json:"fence_epoch,omitempty"`
 	FenceSeq   uint64 `json:"fence_seq,omitempty"`
