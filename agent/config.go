@@ -70,6 +70,13 @@ type MQTTConfig struct {
 	// the retained grants of its domains before it subscribes to commands.
 	// Default 2 s.
 	GrantWait time.Duration `yaml:"grant_wait"`
+	// KeepAlive is the MQTT keep-alive: a silent broker link is given up
+	// after about 1.5× this. Default 30 s.
+	KeepAlive time.Duration `yaml:"keep_alive"`
+	// ConnectTimeout bounds one connection attempt. Default 10 s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxReconnectInterval caps the reconnect backoff. Default 10 s.
+	MaxReconnectInterval time.Duration `yaml:"max_reconnect_interval"`
 }
 
 // TrustConfig lists the controller public keys whose tokens are accepted.
@@ -213,7 +220,8 @@ func (c Config) validateDevices() error {
 
 // client is the transport configuration for the broker (Broker set).
 func (m MQTTConfig) client() mqtt.Config {
-	return mqtt.Config{Broker: m.Broker, ClientID: m.ClientID, Username: m.Username, Password: m.Password, TLS: m.TLS}
+	return mqtt.Config{Broker: m.Broker, ClientID: m.ClientID, Username: m.Username, Password: m.Password, TLS: m.TLS,
+		KeepAlive: m.KeepAlive, ConnectTimeout: m.ConnectTimeout, MaxReconnectInterval: m.MaxReconnectInterval}
 }
 
 func orString(s, def string) string {

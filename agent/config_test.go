@@ -36,6 +36,7 @@ func TestConfigErrorsNameKeyAndValue(t *testing.T) {
 		{"no devices", validBase, "devices: at least one"},
 		{"no keys", "agent: {id: gw1}\ndevices: [{id: p, driver: sim}]", "trust.keys"},
 		{"bad broker", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {broker: 'http://x'}", `mqtt.broker`},
+		{"keep alive", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {keep_alive: -1s}", "mqtt.keep_alive"},
 		{"payload limit", validBase + "devices: [{id: p, driver: sim}]\nlimits: {max_payload: -1}", "limits.max_payload: -1"},
 	}
 	for _, tc := range tests {
@@ -84,4 +85,16 @@ func TestExampleConfigLoads(t *testing.T) {
 
 func writePub(path string) error {
 	return fenceWritePub(path)
+}
+
+// The broker link's timing reaches the MQTT client.
+func TestConfigMQTTTimingReachesClient(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, validBase+"devices: [{id: p, driver: sim}]\nmqtt: {keep_alive: 2s, connect_timeout: 3s, max_reconnect_interval: 1s}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.MQTT.client()
+	if c.KeepAlive != 2*time.Second || c.ConnectTimeout != 3*time.Second || c.MaxReconnectInterval != time.Second {
+		t.Fatalf("client config = %+v, want keep_alive 2s, connect_timeout 3s, max_reconnect_interval 1s", c)
+	}
 }
