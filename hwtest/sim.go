@@ -15,7 +15,8 @@ import (
 // ErrNoGo: the go tool, needed to build the simulator, is not installed.
 var ErrNoGo = errors.New("hwtest: the go tool is not on PATH (needed to build hwtest/cmd/simfirmware)")
 
-// BuildSim builds cmd/simfirmware into dir and returns the binary's path.
+// BuildSim builds the simulator command hwtest/cmd/simfirmware (a thin main
+// around package hwtest/simfirmware) into dir and returns the binary's path.
 func BuildSim(dir string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {

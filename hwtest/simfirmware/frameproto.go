@@ -1,4 +1,4 @@
-package main
+package simfirmware
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 // handleFrame answers one frame: a repeated id from the cache, a bad frame
 // with nothing (it cannot be attributed), anything else by applying it.
 func (fw *firmware) handleFrame(m serial.Msg) ([]byte, time.Duration) {
+	started := time.Now().UTC()
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	fw.requests++
@@ -27,7 +28,7 @@ func (fw *firmware) handleFrame(m serial.Msg) ([]byte, time.Duration) {
 	if cached, ok := fw.cache[req.ID]; ok {
 		return cached, 0
 	}
-	rep, hold := fw.applyLocked(req)
+	rep, hold := fw.applyLocked(req, started)
 	rep.ID = req.ID
 	msg, err := rep.Marshal()
 	if err != nil {
@@ -39,8 +40,9 @@ func (fw *firmware) handleFrame(m serial.Msg) ([]byte, time.Duration) {
 }
 
 // applyLocked checks the token against the firmware's own fence, raises
-// it durably and applies the op. fw.mu is held.
-func (fw *firmware) applyLocked(req frame.Request) (frame.Reply, time.Duration) {
+// it durably, logs the request (taken off the wire at started) and applies
+// the op. fw.mu is held.
+func (fw *firmware) applyLocked(req frame.Request, started time.Time) (frame.Reply, time.Duration) {
 	if req.Domain == "" || req.Epoch == 0 || req.Seq == 0 {
 		return frame.Reply{Status: frame.StatusBadRequest, Body: []byte("missing domain, epoch or seq")}, 0
 	}
@@ -59,6 +61,9 @@ func (fw *firmware) applyLocked(req frame.Request) (frame.Reply, time.Duration) 
 			fw.fences[req.Domain] = f
 			return frame.Reply{Status: frame.StatusError, Body: []byte("fence store failed: " + err.Error())}, 0
 		}
+	}
+	if err := fw.log.append(frameEntry(req, started, time.Now().UTC())); err != nil {
+		return frame.Reply{Status: frame.StatusError, Body: []byte(err.Error())}, 0
 	}
 	fw.applied++
 	out, hold := run(fw.values)

@@ -1,4 +1,4 @@
-package main
+package simfirmware
 
 import (
 	"encoding/json"
@@ -27,11 +27,14 @@ type faults struct {
 // goroutine injects faults and reboots it.
 type firmware struct {
 	o      options
-	outMu  sync.Mutex // guards out
+	outMu  sync.Mutex // guards out and quiet
 	out    io.Writer  // control replies and "ready" lines
+	quiet  bool       // set by shutdown: nothing more is written to out
 	served sync.WaitGroup
 
 	mu       sync.Mutex // guards the fields below
+	stopped  bool       // set by shutdown: the firmware never boots again
+	log      *applyLog  // nil without --log; closed by shutdown
 	wire     wire       // nil while rebooting
 	fences   map[string]fenceRec
 	values   map[string]json.RawMessage // volatile: lost on reboot
@@ -44,20 +47,29 @@ type firmware struct {
 	busy     bool // handling a request (holding, delaying or replying)
 }
 
-func newFirmware(o options) (*firmware, error) {
+// newFirmware is an unplugged firmware with the fences of o.state, its
+// apply log open if o.log is set, writing its control output to out.
+func newFirmware(o options, out io.Writer) (*firmware, error) {
 	fences, err := loadFences(o.state)
 	if err != nil {
 		return nil, err
 	}
-	return &firmware{o: o, out: io.Discard, fences: fences, values: map[string]json.RawMessage{},
+	log, err := openApplyLog(o.log, o.device)
+	if err != nil {
+		return nil, err
+	}
+	return &firmware{o: o, out: out, log: log, fences: fences, values: map[string]json.RawMessage{},
 		cache: map[string][]byte{}}, nil
 }
 
-// say writes one line to the control output.
+// say writes one line to the control output, unless the firmware is shut
+// down.
 func (fw *firmware) say(format string, args ...any) {
 	fw.outMu.Lock()
 	defer fw.outMu.Unlock()
-	fmt.Fprintf(fw.out, format+"\n", args...)
+	if !fw.quiet {
+		fmt.Fprintf(fw.out, format+"\n", args...)
+	}
 }
 
 // boot opens the wire and starts serving it.
@@ -73,9 +85,14 @@ func (fw *firmware) boot() error {
 		return err
 	}
 	fw.mu.Lock()
+	if fw.stopped {
+		fw.mu.Unlock()
+		w.Close()
+		return errStopped
+	}
 	fw.wire = w
+	fw.served.Add(1) // under mu, so that shutdown's Wait sees it
 	fw.mu.Unlock()
-	fw.served.Add(1)
 	go fw.serve(w)
 	fw.say("ready %s", w.Node())
 	return nil
@@ -95,7 +112,29 @@ func (fw *firmware) unplug() {
 	fw.served.Wait()
 }
 
-func (fw *firmware) shutdown() { fw.unplug() }
+// shutdown unplugs the firmware for good: it stops writing control
+// output, never boots again, and closes its apply log once no request is
+// being handled.
+func (fw *firmware) shutdown() {
+	fw.outMu.Lock()
+	fw.quiet = true
+	fw.outMu.Unlock()
+	fw.mu.Lock()
+	fw.stopped = true
+	fw.mu.Unlock()
+	fw.unplug()
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.log.close()
+	fw.log = nil
+}
+
+// isStopped reports whether shutdown has begun.
+func (fw *firmware) isStopped() bool {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.stopped
+}
 
 // serve reads requests from w and answers them until w fails.
 func (fw *firmware) serve(w wire) {
@@ -189,4 +228,7 @@ func (fw *firmware) rememberLocked(id string, reply []byte) {
 	}
 }
 
-var errNoWire = errors.New("not plugged in")
+var (
+	errNoWire  = errors.New("not plugged in")
+	errStopped = errors.New("shut down")
+)

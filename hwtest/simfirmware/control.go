@@ -1,4 +1,4 @@
-package main
+package simfirmware
 
 import (
 	"bufio"
@@ -10,15 +10,13 @@ import (
 )
 
 // control reads fault-injection commands from in, one per line, and
-// answers each on out, until in ends.
-func (fw *firmware) control(in io.Reader, out io.Writer) {
-	fw.outMu.Lock()
-	fw.out = out
-	fw.outMu.Unlock()
+// answers each on the control output, until in ends; after shutdown it
+// ignores what it reads.
+func (fw *firmware) control(in io.Reader) {
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
+		if len(f) == 0 || fw.isStopped() {
 			continue
 		}
 		if err := fw.command(f); err != nil {

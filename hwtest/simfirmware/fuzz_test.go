@@ -1,7 +1,8 @@
-package main
+package simfirmware
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/fencegate/fencegate/devices/frame"
@@ -87,7 +88,7 @@ func checkFrameReply(t *testing.T, m serial.Msg, fw *firmware) {
 
 // newFuzzFirmware is a firmware with no wire and no state file.
 func newFuzzFirmware(t *testing.T, protocol string) *firmware {
-	fw, err := newFirmware(options{protocol: protocol})
+	fw, err := newFirmware(options{protocol: protocol}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
