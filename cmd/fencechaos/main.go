@@ -1,0 +1,97 @@
+// Command fencechaos runs a whole fencegate installation — controller,
+// agents, broker, supervisors and devices, each a real child process —
+// through randomized fault schedules and checks the invariants from the
+// outside. See docs/reliability.md.
+//
+//	fencechaos [--schedules N] [--duration D] [--seed S] [--out DIR] [--parallel P]
+//	           [--broker embedded|mosquitto] [--store bbolt|etcd] [--keep]
+//
+// Exit status: 0 when no invariant was violated, 1 on a violation, 2 on a
+// harness error. The last line of output is "N schedules, V violations".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fencegate/fencegate/chaos"
+)
+
+func main() {
+	chaos.MaybeRunRole() // a child process of a schedule runs its role and exits
+	o, err := parseArgs(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fencechaos:", err)
+		os.Exit(chaos.ExitHarness)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := chaos.Run(ctx, o, os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// parseArgs parses the command line into campaign options.
+func parseArgs(args []string, stderr io.Writer) (chaos.Options, error) {
+	fs := flag.NewFlagSet("fencechaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := chaos.Options{}
+	fs.IntVar(&o.Schedules, "schedules", 10, "number of schedules to run")
+	fs.DurationVar(&o.Duration, "duration", 20*time.Second, "how long each schedule's workload and faults run")
+	seed := fs.Uint64("seed", 0, "seed of the first schedule (schedule i runs seed+i); 0 draws one")
+	fs.StringVar(&o.Out, "out", "fencechaos-out", "directory for the schedules' files (kept on a violation)")
+	fs.IntVar(&o.Parallel, "parallel", 1, "schedules run at once")
+	fs.StringVar(&o.Broker, "broker", "embedded", "broker: embedded (fencegate's, in its own process) or mosquitto")
+	fs.StringVar(&o.Store, "store", "bbolt", "controller store: bbolt or etcd")
+	fs.BoolVar(&o.Keep, "keep", false, "keep every schedule's files, not only failing ones")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case o.Schedules < 1:
+		return o, fmt.Errorf("--schedules %d: want at least 1", o.Schedules)
+	case o.Duration < 2*time.Second:
+		return o, fmt.Errorf("--duration %v: want at least 2s", o.Duration)
+	case o.Parallel < 1:
+		return o, fmt.Errorf("--parallel %d: want at least 1", o.Parallel)
+	case o.Broker != "embedded" && o.Broker != "mosquitto":
+		return o, fmt.Errorf("--broker %q: want embedded or mosquitto", o.Broker)
+	case o.Store != "bbolt" && o.Store != "etcd":
+		return o, fmt.Errorf("--store %q: want bbolt or etcd", o.Store)
+	}
+	o.Seed = *seed
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64() >> 1
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return o, err
+	}
+	o.Self = self
+	if o.Out, err = filepath.Abs(o.Out); err != nil {
+		return o, err
+	}
+	if o.Broker == "mosquitto" {
+		if o.Mosquitto, err = exec.LookPath("mosquitto"); err != nil {
+			if o.Mosquitto, err = exec.LookPath("/usr/sbin/mosquitto"); err != nil {
+				return o, fmt.Errorf("--broker mosquitto: mosquitto is not installed (apt-get install mosquitto)")
+			}
+		}
+	}
+	return o, nil
+}
