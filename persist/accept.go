@@ -214,6 +214,8 @@ func (s *Store) raiseDomain(tx *bolt.Tx, tok fence.Token) (Decision, error) {
 		return Decision{Outcome: WrongDomain, Fence: f.Token}, nil // cannot happen: same domain key
 	}
 	switch {
+	case cmp < 0 && MutantNoFence: // a mutation build only: the comparison is off
+		return Decision{Outcome: Accepted, Fence: f.Token}, nil
 	case cmp < 0:
 		return Decision{Outcome: Stale, Fence: f.Token}, nil
 	case cmp == 0 && !tok.SameLease(f.Token):
