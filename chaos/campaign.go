@@ -24,6 +24,7 @@ type Options struct {
 	Keep      bool   // keep every schedule's files, not only failing ones
 	Self      string // the fencechaos binary, which runs every role
 	Mosquitto string // the mosquitto binary, with Broker "mosquitto"
+	Etcd      string // the etcd binary, with Store "etcd"
 }
 
 func (o Options) plan() PlanOptions {

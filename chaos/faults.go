@@ -170,13 +170,10 @@ func killPID(path string) error {
 
 // procNamed returns the broker, controller or agent called name.
 func (in *install) procNamed(name string) *proc {
-	switch name {
-	case "broker":
+	if name == "broker" {
 		return in.broker
-	case "controller":
-		return in.controller
 	}
-	for _, a := range in.agents {
+	for _, a := range append(in.controllers, in.agents...) {
 		if a.name == name {
 			return a
 		}

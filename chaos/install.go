@@ -17,20 +17,20 @@ import (
 // install is the running installation of one schedule: its processes and
 // the proxies between each process and the broker.
 type install struct {
-	plan  Plan
-	dir   string
-	self  string // this binary, which every role runs
-	mosq  string // the mosquitto binary, for --broker mosquitto
-	store string
+	plan    Plan
+	dir     string
+	self    string // this binary, which every role runs
+	mosq    string // the mosquitto binary, for --broker mosquitto
+	etcdBin string // the etcd binary, for --store etcd
 
-	brokerAddr string
-	broker     *proc
-	controller *proc
-	agents     []*proc
-	firmware   map[string]*proc           // by device id
-	sups       map[string]*proc           // by supervisor name
-	proxies    map[string]*netproxy.Proxy // by process name: its link to the broker
-	etcd       *etcdCluster
+	brokerAddr  string
+	broker      *proc
+	controllers []*proc // one with bbolt; two replicas with etcd
+	agents      []*proc
+	firmware    map[string]*proc           // by device id
+	sups        map[string]*proc           // by supervisor name
+	proxies     map[string]*netproxy.Proxy // by process name: its link to the broker
+	etcd        *etcdCluster
 }
 
 // path is a file of the schedule's directory.
@@ -71,7 +71,7 @@ func (in *install) start(ctx context.Context) error {
 	if _, err := fence.WriteKeyFiles(in.path("controller.key"), in.path("controller.pub"), true); err != nil {
 		return err
 	}
-	steps := []func(context.Context) error{in.startBroker, in.startStore, in.startController, in.startFirmware, in.startAgents}
+	steps := []func(context.Context) error{in.startBroker, in.startStore, in.startControllers, in.startFirmware, in.startAgents}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
@@ -118,31 +118,39 @@ func (in *install) startStore(ctx context.Context) error {
 	return err
 }
 
-// controllerConfig is the controller's YAML config.
-func (in *install) controllerConfig(broker string) map[string]any {
-	mq := map[string]any{"broker": broker, "client_id": "fencechaos-controller", "keep_alive": "2s",
+// controllerConfig is controller name's YAML config.
+func (in *install) controllerConfig(name, broker string) map[string]any {
+	mq := map[string]any{"broker": broker, "client_id": "fencechaos-" + name, "keep_alive": "2s",
 		"connect_timeout": "2s", "max_reconnect_interval": "1s"}
 	cfg := map[string]any{"key": in.path("controller.key"), "mqtt": mq, "log_level": "info"}
 	if in.etcd != nil {
 		cfg["store"] = "etcd"
 		cfg["etcd"] = in.etcd.clientConfig()
 	} else {
-		cfg["data_dir"] = in.path("controller-data")
+		cfg["data_dir"] = in.path(name + "-data")
 	}
 	return cfg
 }
 
-func (in *install) startController(ctx context.Context) error {
-	broker, err := in.link("controller")
-	if err != nil {
-		return err
+// startControllers starts the plan's controllers: "controller" on bbolt,
+// or the replicas "controller1", "controller2" on etcd.
+func (in *install) startControllers(ctx context.Context) error {
+	for _, name := range in.plan.controllerNames() {
+		broker, err := in.link(name)
+		if err != nil {
+			return err
+		}
+		path := in.path(name + ".yaml")
+		if err := writeYAML(path, in.controllerConfig(name, broker)); err != nil {
+			return err
+		}
+		p := in.role(name, "controller", path)
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+		in.controllers = append(in.controllers, p)
 	}
-	path := in.path("controller.yaml")
-	if err := writeYAML(path, in.controllerConfig(broker)); err != nil {
-		return err
-	}
-	in.controller = in.role("controller", "controller", path)
-	return in.controller.start(ctx)
+	return nil
 }
 
 func (in *install) startFirmware(ctx context.Context) error {
@@ -263,8 +271,8 @@ func (in *install) stopAll() {
 	for _, p := range in.firmware {
 		p.stop(5 * time.Second)
 	}
-	if in.controller != nil {
-		in.controller.stop(10 * time.Second)
+	for _, p := range in.controllers {
+		p.stop(10 * time.Second)
 	}
 	if in.etcd != nil {
 		in.etcd.stop()

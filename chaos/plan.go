@@ -229,11 +229,12 @@ func drawTarget(r *rand.Rand, kind string, p Plan) string {
 	case FaultKillAgent:
 		return fmt.Sprintf("agent%d", 1+r.IntN(p.Agents))
 	case FaultKillCtrl:
-		return "controller"
+		names := p.controllerNames()
+		return names[r.IntN(len(names))]
 	case FaultKillBroker:
 		return "broker"
 	case FaultPartition, FaultReset, FaultDelay:
-		links := []string{"controller"}
+		links := p.controllerNames()
 		for i := range p.Agents {
 			links = append(links, fmt.Sprintf("agent%d", i+1))
 		}
@@ -249,6 +250,15 @@ func drawTarget(r *rand.Rand, kind string, p Plan) string {
 		return "etcd"
 	}
 	return ""
+}
+
+// controllerNames names the controller processes: one on bbolt, two
+// replicas on etcd.
+func (p Plan) controllerNames() []string {
+	if p.Options["store"] == "etcd" {
+		return []string{"controller1", "controller2"}
+	}
+	return []string{"controller"}
 }
 
 // deviceOfKind returns the first device of kind.

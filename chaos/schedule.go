@@ -37,7 +37,7 @@ func runSchedule(ctx context.Context, o Options, seed uint64, dir string) Outcom
 		out.Err = err
 		return out
 	}
-	in := &install{plan: plan, dir: dir, self: o.Self, mosq: o.Mosquitto}
+	in := &install{plan: plan, dir: dir, self: o.Self, mosq: o.Mosquitto, etcdBin: o.Etcd}
 	healed, err := play(ctx, in)
 	if err == nil {
 		out.Report, err = judge(in, healed)

@@ -55,6 +55,7 @@ func parseArgs(args []string, stderr io.Writer) (chaos.Options, error) {
 	fs.IntVar(&o.Parallel, "parallel", 1, "schedules run at once")
 	fs.StringVar(&o.Broker, "broker", "embedded", "broker: embedded (fencegate's, in its own process) or mosquitto")
 	fs.StringVar(&o.Store, "store", "bbolt", "controller store: bbolt or etcd")
+	fs.StringVar(&o.Etcd, "etcd", "etcd", "the etcd binary, with --store etcd (Debian: apt-get install etcd-server)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep every schedule's files, not only failing ones")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -91,6 +92,11 @@ func parseArgs(args []string, stderr io.Writer) (chaos.Options, error) {
 			if o.Mosquitto, err = exec.LookPath("/usr/sbin/mosquitto"); err != nil {
 				return o, fmt.Errorf("--broker mosquitto: mosquitto is not installed (apt-get install mosquitto)")
 			}
+		}
+	}
+	if o.Store == "etcd" {
+		if o.Etcd, err = exec.LookPath(o.Etcd); err != nil {
+			return o, fmt.Errorf("--store etcd: %w (apt-get install etcd-server, or --etcd PATH)", err)
 		}
 	}
 	return o, nil
