@@ -3,6 +3,7 @@ module github.com/fencegate/fencegate
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/creack/pty v1.1.24
 	github.com/eclipse/paho.mqtt.golang v1.5.1
 	github.com/hanwen/go-fuse/v2 v2.12.1

@@ -1,0 +1,239 @@
+// Package check is the fault harness's checker: a pure function over the
+// records of one schedule (every supervisor's Ops, the harness's Faults and
+// every device's apply log) that judges the invariants of DESIGN §2 from the
+// outside:
+//
+//   - I1 (monotonic grants, one holder at a time): grant order in real
+//     time, no shared positions, linearizability of the lease history
+//     (porcupine), and no two holders valid at one instant;
+//   - I2 (no stale apply): per-device token order, nothing applied after a
+//     newer token was durable at the agent, nothing of a holder after it
+//     was told its lease was lost and a newer token applied;
+//   - I4 (nothing acknowledged lost, no double apply), and in_doubt only
+//     around a crash;
+//   - progress: after the last fault healed, the probe gets a grant and an
+//     applied command on every device, within a bound.
+//
+// Check never reads files; WriteLeaseVisualization writes the porcupine
+// HTML of the lease history for a failed I1.
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fencegate/fencegate/chaos/history"
+	"github.com/fencegate/fencegate/devices/sim"
+	"github.com/fencegate/fencegate/fence"
+)
+
+// The invariants a Violation names.
+const (
+	I1       = "I1"
+	I2       = "I2"
+	I4       = "I4"
+	Progress = "progress"
+)
+
+// ProbeProc is the Proc of the harness's progress probe, run after the last
+// fault healed.
+const ProbeProc = "probe"
+
+// DefaultLinearizeTimeout bounds porcupine's search per domain when
+// Input.LinearizeTimeout is 0.
+const DefaultLinearizeTimeout = 10 * time.Second
+
+// Input is everything recorded of one schedule.
+type Input struct {
+	// Ops are every supervisor's records; Proc names the supervisor, and
+	// ProbeProc the harness's progress probe.
+	Ops    []history.Op
+	Faults []history.Fault
+	// Applies are all devices' apply logs; the entries of one device must
+	// be in that device's log order (devices may be interleaved).
+	Applies []sim.Entry
+	// Domains maps each device id to its fencing domain.
+	Domains map[string]string
+	// Healed is when the last fault healed (Unix ns); 0 skips the progress
+	// check.
+	Healed int64
+	// ProgressBound is the longest allowed time from Healed to the end of
+	// each of the probe's required calls; 0 means no bound (only presence
+	// is checked).
+	ProgressBound time.Duration
+	// DoubtFaults are the fault kinds that may leave a command in doubt,
+	// e.g. "kill-agent", "kill-plugin", "unplug", "stall", "reboot".
+	DoubtFaults []string
+	// ClockSlack is added to a grant's end before comparing it with an
+	// earlier lease's validity end (I1, one holder at a time); default 0.
+	ClockSlack time.Duration
+	// LinearizeTimeout bounds porcupine per domain; 0 means
+	// DefaultLinearizeTimeout.
+	LinearizeTimeout time.Duration
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	Invariant string // I1, I2, I4 or Progress
+	Message   string // precise: ids, devices, positions, times
+}
+
+// String renders v as "invariant: message".
+func (v Violation) String() string { return v.Invariant + ": " + v.Message }
+
+// Report is Check's verdict on one schedule.
+type Report struct {
+	// Violations, sorted by invariant and message, without duplicates.
+	Violations []Violation
+	Stats      Stats
+	// Progress is the longest time from Input.Healed to the end of one of
+	// the probe's required calls (0 without a progress check).
+	Progress time.Duration
+	// Notes are remarks on the check itself that are no verdict, e.g. a
+	// linearizability search that timed out.
+	Notes []string
+}
+
+// Failed reports whether r has a violation of invariant.
+func (r Report) Failed(invariant string) bool {
+	return slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Invariant == invariant })
+}
+
+// Check judges in against every rule of the package and returns all
+// violations found, the schedule's statistics and the progress time. It
+// does not modify in.
+func Check(in Input) Report {
+	ix := newIndex(in)
+	var vs []Violation
+	var notes []string
+	vs = append(vs, checkI1(ix)...)
+	lin, linNotes := checkLinearizable(ix)
+	vs = append(vs, lin...)
+	notes = append(notes, linNotes...)
+	vs = append(vs, checkI2(ix)...)
+	vs = append(vs, checkI4(ix)...)
+	prog, pvs := checkProgress(ix)
+	vs = append(vs, pvs...)
+	vs = sortViolations(vs)
+	return Report{Violations: vs, Stats: collectStats(in, vs), Progress: prog, Notes: notes}
+}
+
+// sortViolations sorts vs by invariant, then message, and drops duplicates.
+func sortViolations(vs []Violation) []Violation {
+	slices.SortFunc(vs, func(a, b Violation) int {
+		return cmp.Or(cmp.Compare(a.Invariant, b.Invariant), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(vs)
+}
+
+// position is a lease's place in its domain: (epoch, seq), ordered
+// lexicographically.
+type position struct{ Epoch, Seq uint64 }
+
+// cmp orders p against q as fence.ComparePosition does.
+func (p position) cmp(q position) int { return fence.ComparePosition(p.Epoch, p.Seq, q.Epoch, q.Seq) }
+
+// String renders p as "epoch.seq".
+func (p position) String() string { return fmt.Sprintf("%d.%d", p.Epoch, p.Seq) }
+
+// opPos is the position an Op names.
+func opPos(o history.Op) position { return position{o.Epoch, o.Seq} }
+
+// entryPos is the position an apply entry carried.
+func entryPos(e sim.Entry) position { return position{e.Epoch, e.Seq} }
+
+// fmtTime renders a Unix-ns instant as UTC time of day with nanoseconds.
+func fmtTime(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000000000") }
+
+// describeOp names an Op for a message: who, what, which lease or command,
+// when, and the answer.
+func describeOp(o history.Op) string {
+	end, code := "no answer", o.Code
+	if o.End != 0 {
+		end = fmtTime(o.End)
+	}
+	if code == "" {
+		code = "none"
+	}
+	what := fmt.Sprintf("%s %s %s@%s/%s", o.Proc, o.Kind, o.Domain, opPos(o), o.Holder)
+	if o.Kind == history.Command {
+		what = fmt.Sprintf("%s command id %q (op %s) on %s with %s@%s", o.Proc, o.ID, o.Op, o.Device, o.Domain, opPos(o))
+	}
+	return fmt.Sprintf("%s [%s, %s] answered %s", what, fmtTime(o.Start), end, code)
+}
+
+// entry is an apply-log entry with its place in the device's log and its
+// times in Unix ns.
+type entry struct {
+	sim.Entry
+	n       int   // index within the device's log
+	started int64 // Started, Unix ns
+	at      int64 // At, Unix ns
+}
+
+// describe names e for a message.
+func (e entry) describe() string {
+	return fmt.Sprintf("%s entry %d id %q (op %s) at %s@%s/%s started %s applied %s",
+		e.Device, e.n, e.ID, e.Op, e.Domain, entryPos(e.Entry), e.Holder, fmtTime(e.started), fmtTime(e.at))
+}
+
+// deviceID keys a command on one device.
+type deviceID struct{ Device, ID string }
+
+// index holds the input grouped the ways the rules read it.
+type index struct {
+	in        Input
+	leaseOps  map[string][]history.Op // domain → acquire, release, lost, held ops, input order
+	commands  map[string][]history.Op // domain → command ops, input order
+	byDevice  map[string][]entry      // device → entries in log order
+	byDomain  map[string][]entry      // domain → entries, devices in input order
+	byID      map[deviceID][]entry    // (device, id) → entries in log order
+	doubt     map[string]bool         // fault kinds that may leave commands in doubt
+	doubtAt   []int64                 // sorted starts of faults of those kinds
+	doubtKeys []string                // sorted DoubtFaults, for messages
+}
+
+// newIndex groups in's records.
+func newIndex(in Input) *index {
+	ix := &index{in: in, leaseOps: map[string][]history.Op{}, commands: map[string][]history.Op{},
+		byDevice: map[string][]entry{}, byDomain: map[string][]entry{}, byID: map[deviceID][]entry{},
+		doubt: map[string]bool{}}
+	for _, o := range in.Ops {
+		if o.Kind == history.Command {
+			ix.commands[o.Domain] = append(ix.commands[o.Domain], o)
+		} else {
+			ix.leaseOps[o.Domain] = append(ix.leaseOps[o.Domain], o)
+		}
+	}
+	for _, a := range in.Applies {
+		e := entry{Entry: a, n: len(ix.byDevice[a.Device]), started: a.Started.UnixNano(), at: a.At.UnixNano()}
+		ix.byDevice[a.Device] = append(ix.byDevice[a.Device], e)
+		ix.byDomain[a.Domain] = append(ix.byDomain[a.Domain], e)
+		k := deviceID{a.Device, a.ID}
+		ix.byID[k] = append(ix.byID[k], e)
+	}
+	for _, k := range in.DoubtFaults {
+		ix.doubt[k] = true
+	}
+	ix.doubtKeys = sortedKeys(ix.doubt)
+	for _, f := range in.Faults {
+		if ix.doubt[f.Kind] {
+			ix.doubtAt = append(ix.doubtAt, f.Start)
+		}
+	}
+	slices.Sort(ix.doubtAt)
+	return ix
+}
+
+// doubtFaultIn reports whether a fault of a DoubtFaults kind started in
+// [from, to].
+func (ix *index) doubtFaultIn(from, to int64) bool {
+	i, _ := slices.BinarySearch(ix.doubtAt, from)
+	return i < len(ix.doubtAt) && ix.doubtAt[i] <= to
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K { return slices.Sorted(maps.Keys(m)) }

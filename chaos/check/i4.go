@@ -1,0 +1,137 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/fencegate/fencegate/chaos/history"
+	"github.com/fencegate/fencegate/protocol"
+)
+
+// checkI4 runs the rules of I4.
+func checkI4(ix *index) []Violation {
+	cmds := allCommands(ix)
+	var vs []Violation
+	vs = append(vs, checkAcknowledged(cmds, ix.byID)...)
+	vs = append(vs, checkDoubleApply(ix, inDoubtIDs(cmds))...)
+	vs = append(vs, checkInDoubt(ix, cmds)...)
+	return vs
+}
+
+// allCommands returns every command op, sorted by start, then device and
+// id (stable: input order breaks ties).
+func allCommands(ix *index) []history.Op {
+	var cmds []history.Op
+	for _, d := range sortedKeys(ix.commands) {
+		cmds = append(cmds, ix.commands[d]...)
+	}
+	slices.SortStableFunc(cmds, func(a, b history.Op) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Device, b.Device), cmp.Compare(a.ID, b.ID))
+	})
+	return cmds
+}
+
+// inDoubtIDs is the set of commands some op got in_doubt for.
+func inDoubtIDs(cmds []history.Op) map[deviceID]bool {
+	ids := map[deviceID]bool{}
+	for _, o := range cmds {
+		if o.Answered() && o.Code == string(protocol.CodeInDoubt) {
+			ids[deviceID{o.Device, o.ID}] = true
+		}
+	}
+	return ids
+}
+
+// idempotent reports whether a command is idempotent: its op says so, or
+// every entry of it does.
+func idempotent(o history.Op, es []entry) bool {
+	return o.Idempotent || (len(es) > 0 && !slices.ContainsFunc(es, func(e entry) bool { return !e.Idempotent }))
+}
+
+// checkAcknowledged is I4's nothing acknowledged is lost: every command
+// answered ok has an entry for its (device, id) in the apply logs, and
+// exactly one unless it is idempotent. Each (device, id) is reported once.
+func checkAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Violation {
+	seen := map[deviceID]bool{}
+	var vs []Violation
+	for _, o := range cmds {
+		k := deviceID{o.Device, o.ID}
+		if !o.Answered() || o.Code != string(protocol.CodeOK) || seen[k] {
+			continue
+		}
+		seen[k] = true
+		es := byID[k]
+		switch {
+		case len(es) == 0:
+			vs = append(vs, Violation{I4, fmt.Sprintf("acknowledged command lost: %s, but %s never applied id %q",
+				describeOp(o), o.Device, o.ID)})
+		case len(es) > 1 && !idempotent(o, es):
+			vs = append(vs, Violation{I4, fmt.Sprintf("acknowledged command not applied exactly once: %s, applied %d times: %s",
+				describeOp(o), len(es), describeEntries(es))})
+		}
+	}
+	return vs
+}
+
+// checkDoubleApply is I4's no double apply: a (device, id) is applied more
+// than once only if every entry of it is idempotent and it was in doubt —
+// an op for it answered in_doubt, or a fault of a DoubtFaults kind started
+// between the two entries' starts. Each (device, id) is reported once, at
+// its first bad pair.
+func checkDoubleApply(ix *index, inDoubt map[deviceID]bool) []Violation {
+	keys := slices.SortedFunc(maps.Keys(ix.byID), func(a, b deviceID) int {
+		return cmp.Or(cmp.Compare(a.Device, b.Device), cmp.Compare(a.ID, b.ID))
+	})
+	var vs []Violation
+	for _, k := range keys {
+		es := ix.byID[k]
+		for i := 1; i < len(es); i++ {
+			if why := doubleApplyFault(ix, es[i-1], es[i], inDoubt[k]); why != "" {
+				vs = append(vs, Violation{I4, fmt.Sprintf("device %s applied id %q twice (%s): %s; %s",
+					k.Device, k.ID, why, es[i-1].describe(), es[i].describe())})
+				break
+			}
+		}
+	}
+	return vs
+}
+
+// doubleApplyFault says why applying a then b (one command) is wrong, or ""
+// if it is allowed.
+func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
+	switch {
+	case !a.Idempotent || !b.Idempotent:
+		return "not idempotent"
+	case answeredInDoubt || ix.doubtFaultIn(a.started, b.started):
+		return ""
+	}
+	return fmt.Sprintf("idempotent, but not in doubt: no in_doubt answer and no fault of kinds [%s] started in between",
+		strings.Join(ix.doubtKeys, ", "))
+}
+
+// checkInDoubt is I4's in_doubt only around a crash: every command answered
+// in_doubt was in flight when a fault of a DoubtFaults kind started (a
+// start in [op.Start, op.End]; the SDK's retries span the crash).
+func checkInDoubt(ix *index, cmds []history.Op) []Violation {
+	var vs []Violation
+	for _, o := range cmds {
+		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Start, o.End) {
+			continue
+		}
+		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] started in that interval",
+			describeOp(o), strings.Join(ix.doubtKeys, ", "))})
+	}
+	return vs
+}
+
+// describeEntries names entries for a message.
+func describeEntries(es []entry) string {
+	ds := make([]string, len(es))
+	for i, e := range es {
+		ds[i] = e.describe()
+	}
+	return strings.Join(ds, "; ")
+}
