@@ -185,15 +185,15 @@ type deviceID struct{ Device, ID string }
 
 // index holds the input grouped the ways the rules read it.
 type index struct {
-	in        Input
-	leaseOps  map[string][]history.Op // domain → acquire, release, lost, held ops, input order
-	commands  map[string][]history.Op // domain → command ops, input order
-	byDevice  map[string][]entry      // device → entries in log order
-	byDomain  map[string][]entry      // domain → entries, devices in input order
-	byID      map[deviceID][]entry    // (device, id) → entries in log order
-	doubt     map[string]bool         // fault kinds that may leave commands in doubt
-	doubtAt   []int64                 // sorted starts of faults of those kinds
-	doubtKeys []string                // sorted DoubtFaults, for messages
+	in         Input
+	leaseOps   map[string][]history.Op // domain → acquire, release, lost, held ops, input order
+	commands   map[string][]history.Op // domain → command ops, input order
+	byDevice   map[string][]entry      // device → entries in log order
+	byDomain   map[string][]entry      // domain → entries, devices in input order
+	byID       map[deviceID][]entry    // (device, id) → entries in log order
+	doubt      map[string]bool         // fault kinds that may leave commands in doubt
+	doubtSpans [][2]int64              // (start, end) of faults of those kinds
+	doubtKeys  []string                // sorted DoubtFaults, for messages
 }
 
 // newIndex groups in's records.
@@ -221,18 +221,23 @@ func newIndex(in Input) *index {
 	ix.doubtKeys = sortedKeys(ix.doubt)
 	for _, f := range in.Faults {
 		if ix.doubt[f.Kind] {
-			ix.doubtAt = append(ix.doubtAt, f.Start)
+			ix.doubtSpans = append(ix.doubtSpans, [2]int64{f.Start, max(f.End, f.Start)})
 		}
 	}
-	slices.Sort(ix.doubtAt)
 	return ix
 }
 
-// doubtFaultIn reports whether a fault of a DoubtFaults kind started in
-// [from, to].
+// doubtFaultIn reports whether a fault of a DoubtFaults kind was in effect
+// at some moment of [from, to]: it started before to and healed after from
+// (a command sent into a stalled line is in doubt as much as one the stall
+// caught). Faults are few; a scan is enough.
 func (ix *index) doubtFaultIn(from, to int64) bool {
-	i, _ := slices.BinarySearch(ix.doubtAt, from)
-	return i < len(ix.doubtAt) && ix.doubtAt[i] <= to
+	for _, s := range ix.doubtSpans {
+		if s[0] <= to && s[1] >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // sortedKeys returns m's keys in order.

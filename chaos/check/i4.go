@@ -108,7 +108,7 @@ func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
 	case answeredInDoubt || ix.doubtFaultIn(a.started, b.started):
 		return ""
 	}
-	return fmt.Sprintf("idempotent, but not in doubt: no in_doubt answer and no fault of kinds [%s] started in between",
+	return fmt.Sprintf("idempotent, but not in doubt: no in_doubt answer and no fault of kinds [%s] in effect in between",
 		strings.Join(ix.doubtKeys, ", "))
 }
 
@@ -121,7 +121,7 @@ func checkInDoubt(ix *index, cmds []history.Op) []Violation {
 		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Start, o.End) {
 			continue
 		}
-		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] started in that interval",
+		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] was in effect in that interval",
 			describeOp(o), strings.Join(ix.doubtKeys, ", "))})
 	}
 	return vs

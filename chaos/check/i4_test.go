@@ -119,7 +119,7 @@ func TestInDoubtWithoutCrashFails(t *testing.T) {
 	for name, faults := range map[string][]history.Fault{
 		"no fault":      nil,
 		"after":         {fault("kill-agent", "agent1", 25, 25)},
-		"before":        {fault("stall", "agent1", 5, 15)}, // started before the command
+		"before":        {fault("stall", "agent1", 2, 8)}, // healed before the command
 		"not a doubter": {fault("partition", "agent1", 15, 16)},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -130,10 +130,11 @@ func TestInDoubtWithoutCrashFails(t *testing.T) {
 	}
 }
 
-// The near miss: a doubt fault started within [start, end], the ends
-// included.
+// The near miss: a doubt fault in effect at some moment of [start, end],
+// the ends included — also one that began before and was still on (a
+// command sent into a stalled line).
 func TestInDoubtAroundCrashPasses(t *testing.T) {
-	for name, at := range map[string]int{"inside": 15, "at start": 10, "at end": 20} {
+	for name, at := range map[string]int{"inside": 15, "at start": 10, "at end": 20, "still in effect": 6} {
 		t.Run(name, func(t *testing.T) {
 			wantClean(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds,
 				Faults: []history.Fault{fault("reboot", "fw1", at, at+5)},
