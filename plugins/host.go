@@ -147,7 +147,19 @@ func (h *Host) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage,
 		return nil, &devices.Error{Code: devices.CodeDeviceTimeout,
 			Message: "deadline passed before the command was sent to the plugin", Err: context.Cause(ctx)}
 	}
+	if inst.exited() {
+		// Died since the last ping (killed from outside): the command is
+		// not sent, so it is not in doubt.
+		err := fmt.Errorf("%w: the plugin process exited", ErrPluginLost)
+		h.lose(inst, err)
+		return nil, &devices.Error{Code: devices.CodeDeviceUnavailable,
+			Message: "plugin for device " + h.device + " exited; the command was not sent", Err: err}
+	}
 	out, err := inst.drv.apply(ctx, cmd, h.cfg.OverrunGrace)
+	if errors.Is(err, errNotSent) {
+		h.lose(inst, err)
+		return nil, err
+	}
 	if errors.Is(err, ErrPluginLost) || errors.Is(err, ErrOverrun) {
 		h.lose(inst, err)
 	}
@@ -169,6 +181,10 @@ func (h *Host) lose(inst *instance, err error) {
 	inst.kill()
 	inst.markLost(err.Error())
 }
+
+// exited reports whether inst's process is known to have exited (false
+// for a plugin attached in-process, which has no process of its own).
+func (inst *instance) exited() bool { return inst.client != nil && inst.client.Exited() }
 
 func (h *Host) current() *instance {
 	h.mu.Lock()
