@@ -93,6 +93,10 @@ const (
 // in_doubt: its fate was lost with a process or a line.
 var DoubtFaults = []string{FaultKillAgent, FaultKillPlugin, FaultUnplug, FaultStall}
 
+// LineFaults are the fault kinds that hold bytes on a device's line: what
+// the driver wrote during one may reach the device after it healed.
+var LineFaults = []string{FaultUnplug, FaultStall}
+
 // FaultPlan is one fault: Kind on Target from At for For.
 type FaultPlan struct {
 	At     time.Duration `json:"at"`

@@ -92,7 +92,8 @@ func play(ctx context.Context, in *install) (healed int64, err error) {
 
 // judge reads the histories and apply logs of in and checks them.
 func judge(in *install, healed int64) (check.Report, error) {
-	input := check.Input{Domains: map[string]string{}, Healed: healed, ProgressBound: ProgressBound, DoubtFaults: DoubtFaults}
+	input := check.Input{Domains: map[string]string{}, Healed: healed, ProgressBound: ProgressBound,
+		DoubtFaults: DoubtFaults, LineFaults: LineFaults}
 	names := []string{"probe"}
 	for _, s := range in.plan.Supervisors {
 		names = append(names, s.Name)

@@ -67,6 +67,12 @@ type Input struct {
 	// DoubtFaults are the fault kinds that may leave a command in doubt,
 	// e.g. "kill-agent", "kill-plugin", "unplug", "stall", "reboot".
 	DoubtFaults []string
+	// LineFaults are the fault kinds that hold bytes on a device's line
+	// (e.g. "stall", "unplug"); their Target is the device. While one is in
+	// effect, what the driver wrote may reach the device later, so I2
+	// judges such a device's entry by when its command was sent, not when
+	// the device took it (see entry.reach).
+	LineFaults []string
 	// ClockSlack is added to a grant's end before comparing it with an
 	// earlier lease's validity end (I1, one holder at a time); default 0.
 	ClockSlack time.Duration
@@ -172,6 +178,11 @@ type entry struct {
 	n       int   // index within the device's log
 	started int64 // Started, Unix ns
 	at      int64 // At, Unix ns
+	// reach is the latest moment the command provably left the agent for
+	// the device: started, or — if a line fault on the device was in
+	// effect between the command's first send and started (the line may
+	// have held bytes the driver wrote before) — that send.
+	reach int64
 }
 
 // describe names e for a message.
@@ -208,8 +219,13 @@ func newIndex(in Input) *index {
 			ix.leaseOps[o.Domain] = append(ix.leaseOps[o.Domain], o)
 		}
 	}
+	sent, lines := firstSends(in.Ops), lineSpans(in)
 	for _, a := range in.Applies {
 		e := entry{Entry: a, n: len(ix.byDevice[a.Device]), started: a.Started.UnixNano(), at: a.At.UnixNano()}
+		e.reach = e.started
+		if t, ok := sent[deviceID{a.Device, a.ID}]; ok && t < e.started && overlaps(lines[a.Device], t, e.started) {
+			e.reach = t
+		}
 		ix.byDevice[a.Device] = append(ix.byDevice[a.Device], e)
 		ix.byDomain[a.Domain] = append(ix.byDomain[a.Domain], e)
 		k := deviceID{a.Device, a.ID}
@@ -231,8 +247,41 @@ func newIndex(in Input) *index {
 // at some moment of [from, to]: it started before to and healed after from
 // (a command sent into a stalled line is in doubt as much as one the stall
 // caught). Faults are few; a scan is enough.
-func (ix *index) doubtFaultIn(from, to int64) bool {
-	for _, s := range ix.doubtSpans {
+func (ix *index) doubtFaultIn(from, to int64) bool { return overlaps(ix.doubtSpans, from, to) }
+
+// firstSends is the earliest send of each (device, command id).
+func firstSends(ops []history.Op) map[deviceID]int64 {
+	m := map[deviceID]int64{}
+	for _, o := range ops {
+		if o.Kind != history.Command {
+			continue
+		}
+		k := deviceID{o.Device, o.ID}
+		if t, ok := m[k]; !ok || o.Start < t {
+			m[k] = o.Start
+		}
+	}
+	return m
+}
+
+// lineSpans are the (start, end) of line faults, by device.
+func lineSpans(in Input) map[string][][2]int64 {
+	kinds := map[string]bool{}
+	for _, k := range in.LineFaults {
+		kinds[k] = true
+	}
+	m := map[string][][2]int64{}
+	for _, f := range in.Faults {
+		if kinds[f.Kind] {
+			m[f.Target] = append(m[f.Target], [2]int64{f.Start, max(f.End, f.Start)})
+		}
+	}
+	return m
+}
+
+// overlaps reports whether a span is in effect at some moment of [from, to].
+func overlaps(spans [][2]int64, from, to int64) bool {
+	for _, s := range spans {
 		if s[0] <= to && s[1] >= from {
 			return true
 		}

@@ -75,20 +75,21 @@ func durableMoments(entries []entry, cmds []history.Op) []durable {
 }
 
 // checkStaleApply is I2's core rule, across all devices of a domain: an
-// entry at position p that started at s is stale if a position q > p was
-// provably durable at the agent before s — an entry at q (any device)
-// applied before s, or a command at q answered ok, in_doubt, device_error
-// or device_timeout before s. Each stale entry is reported against the
-// highest such position.
+// entry at position p that reached its device at s (entry.reach: when the
+// device took it, or its send when a line fault may have held it) is stale
+// if a position q > p was provably durable at the agent before s — an
+// entry at q (any device) applied before s, or a command at q answered ok,
+// in_doubt, device_error or device_timeout before s. Each stale entry is
+// reported against the highest such position.
 func checkStaleApply(domain string, entries []entry, cmds []history.Op) []Violation {
 	ds := durableMoments(entries, cmds)
 	byStart := slices.Clone(entries)
-	slices.SortStableFunc(byStart, func(a, b entry) int { return cmp.Compare(a.started, b.started) })
+	slices.SortStableFunc(byStart, func(a, b entry) int { return cmp.Compare(a.reach, b.reach) })
 	var vs []Violation
 	var best *durable
 	j := 0
 	for _, e := range byStart {
-		for ; j < len(ds) && ds[j].at < e.started; j++ {
+		for ; j < len(ds) && ds[j].at < e.reach; j++ {
 			if best == nil || ds[j].pos.cmp(best.pos) > 0 {
 				best = &ds[j]
 			}
@@ -143,7 +144,8 @@ func (f firstNewer) after(p position) (entry, bool) {
 
 // checkAfterLost is I2 for a holder told its lease was lost: for a Lost op
 // at position p (reported at tl) and the first entry of the domain above p
-// (applied at ta), no entry at p starts after max(tl, ta).
+// (applied at ta), no entry at p reaches its device (entry.reach) after
+// max(tl, ta).
 func checkAfterLost(domain string, entries []entry, leaseOps []history.Op) []Violation {
 	lost := map[position]history.Op{} // earliest Lost op per position
 	for _, o := range leaseOps {
@@ -165,7 +167,7 @@ func checkAfterLost(domain string, entries []entry, leaseOps []history.Op) []Vio
 			continue
 		}
 		n, ok := newer.after(entryPos(e.Entry))
-		if !ok || e.started <= max(lostAt(l), n.at) {
+		if !ok || e.reach <= max(lostAt(l), n.at) {
 			continue
 		}
 		vs = append(vs, Violation{I2, fmt.Sprintf("domain %s: applied after the lease was lost and a newer token applied: %s; "+
