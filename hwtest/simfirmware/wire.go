@@ -34,6 +34,7 @@ type wire interface {
 type ptyWire struct {
 	master *os.File
 	node   string
+	link   string // the symlink to node; removed at Close, as udev removes a by-id link
 
 	gate  sync.Mutex // held by Read around each read, and by a stall throughout
 	mu    sync.Mutex // guards stall
@@ -50,7 +51,7 @@ func openPTY(link string) (*ptyWire, error) {
 		slave.Close()
 		return nil, err
 	}
-	w := &ptyWire{master: master, node: slave.Name()}
+	w := &ptyWire{master: master, node: slave.Name(), link: link}
 	err = errors.Join(makeRaw(slave), slave.Close())
 	if err == nil {
 		err = repoint(link, w.node)
@@ -210,8 +211,14 @@ func (w *ptyWire) Resume() {
 func (w *ptyWire) Write(b []byte) (int, error) { return w.master.Write(b) }
 func (w *ptyWire) Node() string                { return w.node }
 
+// Close unplugs the wire: it removes the link if it still points at this
+// terminal (so an agent reopening the link finds nothing, rather than
+// whatever terminal gets the number next) and closes the master.
 func (w *ptyWire) Close() error {
 	w.Resume()
+	if target, err := os.Readlink(w.link); err == nil && target == w.node {
+		os.Remove(w.link) // the terminal number may go to another terminal: nothing must lead there
+	}
 	return w.master.Close()
 }
 
