@@ -43,6 +43,7 @@ type Summary struct {
 	Schedules  int
 	Violations int // schedules with a violation
 	Errors     int // schedules the harness could not run or judge
+	Exits      int // processes that exited on their own (restarted if supervised)
 	Stats      check.Stats
 	Progress   time.Duration // the longest heal-to-progress time
 }
@@ -95,6 +96,7 @@ func Run(ctx context.Context, o Options, w io.Writer) int {
 
 func (s *Summary) add(out Outcome) {
 	s.Schedules++
+	s.Exits += len(out.Exits)
 	switch {
 	case out.Err != nil:
 		s.Errors++
@@ -123,6 +125,9 @@ func report(w io.Writer, o Options, out Outcome, n int) {
 		fmt.Fprintf(w, "[%d/%d] seed %d: ok — %d commands, %d applies, %d faults, progress %v\n",
 			n, o.Schedules, out.Seed, st.Commands, st.Applies, totalFaults(st), out.Report.Progress.Round(time.Millisecond))
 	}
+	for _, e := range out.Exits {
+		fmt.Fprintf(w, "  exit: %s\n", e)
+	}
 	for _, note := range out.Report.Notes {
 		fmt.Fprintf(w, "  note: %s\n", note)
 	}
@@ -140,6 +145,7 @@ func (s Summary) Table(o Options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%-28s %d\n", "schedules run", s.Schedules)
 	fmt.Fprintf(&b, "%-28s %d\n", "harness errors", s.Errors)
+	fmt.Fprintf(&b, "%-28s %d\n", "unexpected process exits", s.Exits)
 	fmt.Fprintf(&b, "%-28s %v\n", "longest heal → progress", s.Progress.Round(time.Millisecond))
 	b.WriteString(s.Stats.Table())
 	return b.String()

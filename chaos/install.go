@@ -94,7 +94,7 @@ func (in *install) startBroker(ctx context.Context) error {
 		return in.broker.start(ctx)
 	}
 	in.broker = in.role("broker", "broker", addr)
-	in.broker.ready = true
+	in.broker.ready, in.broker.supervise = true, true
 	return in.broker.start(ctx)
 }
 
@@ -106,7 +106,7 @@ func (in *install) mosquitto(addr string) (*proc, error) {
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	return &proc{name: "broker", path: in.mosq, args: []string{"-c", path}, logPath: in.path("broker.log")}, nil
+	return &proc{name: "broker", path: in.mosq, args: []string{"-c", path}, logPath: in.path("broker.log"), supervise: true}, nil
 }
 
 func (in *install) startStore(ctx context.Context) error {
@@ -145,6 +145,7 @@ func (in *install) startControllers(ctx context.Context) error {
 			return err
 		}
 		p := in.role(name, "controller", path)
+		p.supervise = true
 		if err := p.start(ctx); err != nil {
 			return err
 		}
@@ -183,6 +184,7 @@ func (in *install) startAgents(ctx context.Context) error {
 			return err
 		}
 		p := in.role(name, "agent", path)
+		p.supervise = true
 		if err := p.start(ctx); err != nil {
 			return err
 		}
@@ -257,6 +259,28 @@ func (in *install) startSupervisors(ctx context.Context, until time.Time) error 
 		in.sups[s.Name] = p
 	}
 	return nil
+}
+
+// unexpectedExits are the exits of processes the harness did not cause
+// (supervised ones were restarted, as systemd would).
+func (in *install) unexpectedExits() []string {
+	var all []*proc
+	all = append(all, in.broker)
+	all = append(all, in.controllers...)
+	all = append(all, in.agents...)
+	for _, p := range in.firmware {
+		all = append(all, p)
+	}
+	for _, p := range in.sups {
+		all = append(all, p)
+	}
+	var exits []string
+	for _, p := range all {
+		if p != nil {
+			exits = append(exits, p.unexpectedExits()...)
+		}
+	}
+	return exits
 }
 
 // stopAll ends every process: supervisors first, then agents, firmware,

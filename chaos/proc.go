@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,13 +28,23 @@ type proc struct {
 	logPath string
 	ready   bool // wait for a "ready" line at start
 	stdin   bool // keep a pipe to its standard input (control lines)
+	// supervise restarts the process a second after it exits on its own,
+	// as systemd's Restart=on-failure does for the agent and controller;
+	// each such exit is kept in exits.
+	supervise bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	exited chan struct{} // closed when the current process ended
 	lines  chan string   // stdout lines after "ready" (control answers)
+	down   bool          // the harness ended it (kill, stop): no restart
+	exits  []string      // exits the harness did not cause
 }
+
+// restartDelay is how long a supervised process stays down after it
+// exited on its own (systemd's RestartSec).
+const restartDelay = time.Second
 
 // start launches the process and, if p.ready, waits for its ready line.
 func (p *proc) start(ctx context.Context) error {
@@ -70,9 +82,10 @@ func (p *proc) start(ctx context.Context) error {
 		fmt.Fprintf(logf, "--- %s exit %v\n", time.Now().Format(time.RFC3339Nano), err)
 		logf.Close()
 		close(exited)
+		p.exitedOnItsOwn(err)
 	}()
 	p.mu.Lock()
-	p.cmd, p.in, p.exited, p.lines = cmd, in, exited, lines
+	p.cmd, p.in, p.exited, p.lines, p.down = cmd, in, exited, lines, false
 	p.mu.Unlock()
 	if !p.ready {
 		return nil
@@ -109,6 +122,44 @@ func (p *proc) pump(out io.Reader, logf io.Writer, readyc chan struct{}, lines c
 	}
 }
 
+// exitedOnItsOwn records an exit the harness did not cause and, for a
+// supervised process, starts it again after restartDelay.
+func (p *proc) exitedOnItsOwn(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down || !p.supervise && err == nil { // a supervisor ends by itself at the end of the schedule
+		return
+	}
+	p.exits = append(p.exits, fmt.Sprintf("%s exited on its own at %s: %v (see %s)",
+		p.name, time.Now().UTC().Format("15:04:05.000"), err, filepath.Base(p.logPath)))
+	if p.supervise {
+		time.AfterFunc(restartDelay, p.restart)
+	}
+}
+
+// restart starts a supervised process again unless the harness ended it
+// meanwhile.
+func (p *proc) restart() {
+	p.mu.Lock()
+	down := p.down
+	p.mu.Unlock()
+	if down {
+		return
+	}
+	if err := p.start(context.Background()); err != nil {
+		p.mu.Lock()
+		p.exits = append(p.exits, fmt.Sprintf("%s restart failed: %v", p.name, err))
+		p.mu.Unlock()
+	}
+}
+
+// unexpectedExits are the exits the harness did not cause.
+func (p *proc) unexpectedExits() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.exits)
+}
+
 // signal sends sig to the running process.
 func (p *proc) signal(sig syscall.Signal) error {
 	p.mu.Lock()
@@ -121,6 +172,7 @@ func (p *proc) signal(sig syscall.Signal) error {
 
 // kill SIGKILLs the process and waits until it is gone.
 func (p *proc) kill() {
+	p.markDown()
 	_ = p.signal(syscall.SIGKILL)
 	p.wait(10 * time.Second)
 }
@@ -128,11 +180,19 @@ func (p *proc) kill() {
 // stop asks the process to end (SIGCONT first, in case it was stopped,
 // then SIGTERM) and kills it if it has not ended within grace.
 func (p *proc) stop(grace time.Duration) {
+	p.markDown()
 	_ = p.signal(syscall.SIGCONT)
 	_ = p.signal(syscall.SIGTERM)
 	if !p.wait(grace) {
 		p.kill()
 	}
+}
+
+// markDown notes that the harness ends the process: its exit is expected.
+func (p *proc) markDown() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
 }
 
 // wait waits up to d for the current process to end; it reports whether it did.

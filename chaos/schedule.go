@@ -24,6 +24,7 @@ type Outcome struct {
 	Dir    string       // the schedule's files (kept on a violation or a harness error)
 	Report check.Report // the checker's verdict
 	Err    error        // a harness error: the schedule could not be run or judged
+	Exits  []string     // processes that exited without the harness causing it
 }
 
 // Violated reports whether the checker found a violation.
@@ -39,6 +40,7 @@ func runSchedule(ctx context.Context, o Options, seed uint64, dir string) Outcom
 	}
 	in := &install{plan: plan, dir: dir, self: o.Self, mosq: o.Mosquitto, etcdBin: o.Etcd}
 	healed, err := play(ctx, in)
+	out.Exits = in.unexpectedExits()
 	if err == nil {
 		out.Report, err = judge(in, healed)
 	}
