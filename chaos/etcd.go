@@ -208,7 +208,7 @@ func (e *etcdCluster) fault(ctx context.Context, kind string) (func() error, err
 func (e *etcdCluster) killLeader(ctx context.Context) (func() error, error) {
 	leader, err := e.awaitLeader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kill-etcd: find the leader: %w", err)
 	}
 	leader.proc.kill()
 	return func() error { return e.restart(context.WithoutCancel(ctx), leader) }, nil
@@ -234,7 +234,7 @@ func (e *etcdCluster) restart(ctx context.Context, m *etcdMember) error {
 func (e *etcdCluster) loseQuorum(ctx context.Context) (func() error, error) {
 	leader, err := e.awaitLeader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("quorum-loss: find the leader: %w", err)
 	}
 	e.mu.Lock()
 	withLeader := e.losses%2 == 0
@@ -243,8 +243,7 @@ func (e *etcdCluster) loseQuorum(ctx context.Context) (func() error, error) {
 	victims := e.quorumVictims(leader, withLeader)
 	for i, m := range victims {
 		if err := m.proc.signal(syscall.SIGSTOP); err != nil {
-			e.resume(victims[:i])
-			return nil, fmt.Errorf("stop etcd member %s: %w", m.name, err)
+			return nil, errors.Join(fmt.Errorf("stop etcd member %s: %w", m.name, err), e.resume(victims[:i]))
 		}
 	}
 	return func() error {
