@@ -274,6 +274,11 @@ func (in *install) unexpectedExits() []string {
 	for _, p := range in.sups {
 		all = append(all, p)
 	}
+	if in.etcd != nil {
+		for _, m := range in.etcd.members {
+			all = append(all, m.proc)
+		}
+	}
 	var exits []string
 	for _, p := range all {
 		if p != nil {

@@ -276,15 +276,3 @@ func (p Plan) deviceOfKind(kind string) string {
 	}
 	return ""
 }
-
-// domainOf returns the domain of device id.
-func (p Plan) domainOf(id string) DomainPlan {
-	for _, d := range p.Domains {
-		for _, dev := range d.Devices {
-			if dev.ID == id {
-				return d
-			}
-		}
-	}
-	return DomainPlan{}
-}
