@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -286,6 +288,23 @@ func (in *install) unexpectedExits() []string {
 		}
 	}
 	return exits
+}
+
+// dumpGoroutines has every Go process of the installation print its
+// goroutines into its log (SIGQUIT; the process then exits), to see why
+// progress stalled.
+func (in *install) dumpGoroutines() {
+	procs := append(slices.Clone(in.controllers), in.agents...)
+	if in.plan.Options["broker"] != "mosquitto" {
+		procs = append(procs, in.broker)
+	}
+	for _, p := range procs {
+		p.markDown()
+		_ = p.signal(syscall.SIGQUIT)
+	}
+	for _, p := range procs {
+		p.wait(5 * time.Second)
+	}
 }
 
 // stopAll ends every process: supervisors first, then agents, firmware,

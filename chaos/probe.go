@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 
 // probe checks progress once every fault healed: for each domain it
 // acquires (waiting) and applies one set on every device, retrying until
-// bound, and records it all as check.ProbeProc. The checker judges it.
+// bound, and records it all as check.ProbeProc. The checker judges it;
+// probe returns errProbeStuck if the bound ran out first.
 func probe(ctx context.Context, plan Plan, broker string, rec *history.Writer, bound time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -27,8 +29,14 @@ func probe(ctx context.Context, plan Plan, broker string, rec *history.Writer, b
 	for _, d := range plan.Domains {
 		w.probeDomain(ctx, d)
 	}
+	if ctx.Err() != nil {
+		return errProbeStuck
+	}
 	return nil
 }
+
+// errProbeStuck: the probe did not finish within its bound.
+var errProbeStuck = errors.New("chaos: the progress probe did not finish")
 
 // probeDomain acquires d (again, if the lease is lost) and applies a set on
 // each of its devices until one is ok or ctx ends.

@@ -89,7 +89,12 @@ func play(ctx context.Context, in *install) (healed int64, err error) {
 		return 0, err
 	}
 	defer rec.Close()
-	return healed, probe(ctx, in.plan, "tcp://"+in.brokerAddr, rec, ProgressBound)
+	if err := probe(ctx, in.plan, "tcp://"+in.brokerAddr, rec, ProgressBound); errors.Is(err, errProbeStuck) {
+		in.dumpGoroutines() // the checker reports the progress violation; the logs say where they hang
+	} else if err != nil {
+		return 0, err
+	}
+	return healed, nil
 }
 
 // judge reads the histories and apply logs of in and checks them.
