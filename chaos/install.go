@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,14 +46,21 @@ func (in *install) role(name, role string, args ...string) *proc {
 		logPath: in.path(name + ".log")}
 }
 
-// freePort returns a loopback address no one listens on now.
+// freePort returns a loopback address no one listens on now, below the
+// kernel's ephemeral range (32768–60999 on Linux), so that no connection
+// or ":0" listener takes it between now and a restart of the process that
+// binds it (the broker and etcd members bind the same port again).
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("chaos: no free port in 20000-31999")
 }
 
 // link returns the broker URL process name uses: its own proxy.

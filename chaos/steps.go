@@ -123,7 +123,7 @@ func (w *worker) send(ctx context.Context, l *supervisor.Lease, id, dev, op stri
 		return ""
 	}
 	rec := w.commandOp(l.Fence(), id, dev, op, args)
-	cctx, cancel := context.WithTimeout(ctx, 4*w.plan.TTL)
+	cctx, cancel := w.commandContext(ctx)
 	defer cancel()
 	res, err := l.SendID(cctx, id, dev, op, args)
 	if res.Code == "" && errors.Is(err, supervisor.ErrLeaseLost) && !errors.Is(err, supervisor.ErrNoResult) {
@@ -155,7 +155,7 @@ func (w *worker) asyncRaw(ctx context.Context, tok fence.Token, id, dev, op stri
 func (w *worker) sendRaw(ctx context.Context, tok fence.Token, id, dev, op string, args any, stale bool) {
 	rec := w.commandOp(tok, id, dev, op, args)
 	rec.Stale = stale
-	cctx, cancel := context.WithTimeout(ctx, 4*w.plan.TTL)
+	cctx, cancel := w.commandContext(ctx)
 	defer cancel()
 	res, err := w.c.SendID(cctx, id, tok.Raw, dev, op, args)
 	w.recordResult(rec, res, err)
@@ -182,6 +182,13 @@ func (w *worker) recordResult(rec history.Op, res protocol.Result, err error) {
 	if werr := w.rec.Write(rec); werr != nil {
 		panic(werr)
 	}
+}
+
+// commandContext bounds one command: 4 TTLs, whatever is left of the
+// schedule — a command sent just before the end still gets a deadline it
+// can meet (else the agent would give up on it in the driver, in doubt).
+func (w *worker) commandContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 4*w.plan.TTL)
 }
 
 // device picks a device of domain.

@@ -36,14 +36,14 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// finish waits for the commands in flight (bounded), records the leases
-// still held and releases them.
+// finish waits for the commands in flight (as long as their deadline),
+// records the leases still held and releases them.
 func (w *worker) finish() {
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(4*w.plan.TTL + time.Second):
 	}
 	for d, l := range w.kept {
 		w.record(history.Op{Kind: history.Held, Domain: d, Start: history.Now(), End: history.Now(),
