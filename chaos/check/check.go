@@ -28,6 +28,7 @@ import (
 	"github.com/fencegate/fencegate/chaos/history"
 	"github.com/fencegate/fencegate/devices/sim"
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
 )
 
 // The invariants a Violation names.
@@ -179,9 +180,11 @@ type entry struct {
 	started int64 // Started, Unix ns
 	at      int64 // At, Unix ns
 	// reach is the latest moment the command provably left the agent for
-	// the device: started, or — if a line fault on the device was in
-	// effect between the command's first send and started (the line may
-	// have held bytes the driver wrote before) — that send.
+	// the device: started, or its first send if the line may have held it —
+	// a line fault on the device was in effect between the send and
+	// started (the line held bytes the driver wrote before), or the
+	// command was answered in_doubt (the driver gave up on it; a busy
+	// firmware takes what it received later).
 	reach int64
 }
 
@@ -219,16 +222,16 @@ func newIndex(in Input) *index {
 			ix.leaseOps[o.Domain] = append(ix.leaseOps[o.Domain], o)
 		}
 	}
-	sent, lines := firstSends(in.Ops), lineSpans(in)
+	sent, lines, doubted := firstSends(in.Ops), lineSpans(in), inDoubt(in.Ops)
 	for _, a := range in.Applies {
 		e := entry{Entry: a, n: len(ix.byDevice[a.Device]), started: a.Started.UnixNano(), at: a.At.UnixNano()}
 		e.reach = e.started
-		if t, ok := sent[deviceID{a.Device, a.ID}]; ok && t < e.started && overlaps(lines[a.Device], t, e.started) {
+		k := deviceID{a.Device, a.ID}
+		if t, ok := sent[k]; ok && t < e.started && (doubted[k] || overlaps(lines[a.Device], t, e.started)) {
 			e.reach = t
 		}
 		ix.byDevice[a.Device] = append(ix.byDevice[a.Device], e)
 		ix.byDomain[a.Domain] = append(ix.byDomain[a.Domain], e)
-		k := deviceID{a.Device, a.ID}
 		ix.byID[k] = append(ix.byID[k], e)
 	}
 	for _, k := range in.DoubtFaults {
@@ -259,6 +262,17 @@ func firstSends(ops []history.Op) map[deviceID]int64 {
 		k := deviceID{o.Device, o.ID}
 		if t, ok := m[k]; !ok || o.Start < t {
 			m[k] = o.Start
+		}
+	}
+	return m
+}
+
+// inDoubt lists the commands answered in_doubt at least once.
+func inDoubt(ops []history.Op) map[deviceID]bool {
+	m := map[deviceID]bool{}
+	for _, o := range ops {
+		if o.Kind == history.Command && o.Answered() && o.Code == string(protocol.CodeInDoubt) {
+			m[deviceID{o.Device, o.ID}] = true
 		}
 	}
 	return m

@@ -12,7 +12,7 @@ import (
 // whether the line may have held c1.
 func lineFaultInput(faults ...history.Fault) Input {
 	return Input{Domains: twoDevices, DoubtFaults: doubtKinds, LineFaults: []string{"stall", "unplug"}, Faults: faults,
-		Ops: []history.Op{command("sup1", "fw1", "c1", "d1", 1, 2, "in_doubt", 10, 40)},
+		Ops: []history.Op{command("sup1", "fw1", "c1", "d1", 1, 2, "ok", 10, 62)},
 		Applies: []sim.Entry{
 			apply("fw2", "c2", "d1", "sup2", 1, 3, 25, 30),
 			apply("fw1", "c1", "d1", "sup1", 1, 2, 60, 61),
@@ -39,4 +39,16 @@ func TestStaleApplyWithoutLineFaultFails(t *testing.T) {
 			wantViolation(t, Check(lineFaultInput(faults...)), I2, "stale apply", `id "c1"`)
 		})
 	}
+}
+
+// A command answered in_doubt was given up by the driver: the device may
+// take it later (a busy single-threaded firmware works through what it
+// received), so it too is judged by when it was sent. The same entry with
+// an ok answer is a stale apply.
+func TestInDoubtCommandIsJudgedBySend(t *testing.T) {
+	in := lineFaultInput(fault("kill-agent", "agent1", 12, 14)) // explains the in_doubt; no line fault
+	in.Ops[0].Code = "in_doubt"
+	wantClean(t, Check(in))
+	in.Ops[0].Code = "ok"
+	wantViolation(t, Check(in), I2, "stale apply", `id "c1"`)
 }
