@@ -55,7 +55,7 @@ func runRole(ctx context.Context, role string, args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	switch role {
 	case "broker":
-		return runBroker(ctx, args)
+		return runBroker(ctx, args, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	case "controller":
 		return runController(ctx, args, log)
 	case "agent":
@@ -68,12 +68,13 @@ func runRole(ctx context.Context, role string, args []string) error {
 	return fmt.Errorf("unknown role %q", role)
 }
 
-// runBroker serves the embedded broker on args[0] until ctx is done.
-func runBroker(ctx context.Context, args []string) error {
+// runBroker serves the embedded broker on args[0] until ctx is done,
+// logging its sessions (connects, takeovers, disconnects) at debug level.
+func runBroker(ctx context.Context, args []string, log *slog.Logger) error {
 	if len(args) != 1 {
 		return errors.New("usage: broker ADDR")
 	}
-	b, err := mqtt.StartEmbedded(args[0], nil)
+	b, err := mqtt.StartEmbedded(args[0], log)
 	if err != nil {
 		return err
 	}
