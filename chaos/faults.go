@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -70,6 +72,9 @@ func (j *injector) run(ctx context.Context, start time.Time, faults []FaultPlan)
 func (j *injector) play(ctx context.Context, f FaultPlan) {
 	rec := history.Fault{Kind: f.Kind, Target: f.Target, Start: history.Now()}
 	heal, err := j.inject(ctx, f)
+	if errors.Is(err, errNothingToFault) {
+		return // not injected, so not recorded: it explains nothing
+	}
 	if err != nil {
 		j.fail(fmt.Errorf("inject %s on %s: %w", f.Kind, f.Target, err))
 		return
@@ -128,7 +133,7 @@ func (j *injector) inject(ctx context.Context, f FaultPlan) (func() error, error
 		}
 		return func() error { _, err := fw.control(off); return err }, nil
 	case FaultKillPlugin:
-		return nil, killPID(in.path(f.Target + ".pid"))
+		return nil, in.killPlugin(f.Target)
 	case FaultKillEtcd, FaultQuorumLoss:
 		return in.etcd.fault(ctx, f.Kind)
 	}
@@ -152,20 +157,49 @@ func linkFault(p *netproxy.Proxy, f FaultPlan) (func() error, error) {
 	return func() error { p.Heal(); return nil }, nil
 }
 
-// killPID SIGKILLs the process whose pid is in file path.
-func killPID(path string) error {
-	b, err := os.ReadFile(path)
+// errNothingToFault: the fault's target was not there to hit (a plugin
+// between a crash and its restart); the fault is skipped.
+var errNothingToFault = errors.New("chaos: nothing to fault")
+
+// killPlugin SIGKILLs the plugin process of device, named by its pid
+// file, but only if that pid is a child of the device's agent: after a
+// crash the file names a dead plugin until the agent starts a new one, and
+// the number may belong to another process by then.
+func (in *install) killPlugin(device string) error {
+	b, err := os.ReadFile(in.path(device + ".pid"))
 	if err != nil {
-		return err
+		return errNothingToFault
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("pid file %s: %w", path, err)
+		return fmt.Errorf("pid file of %s: %w", device, err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-		return err
+	agent := in.agents[in.plan.agentOf(device)]
+	if agent.pid() == 0 || parentOf(pid) != agent.pid() {
+		return errNothingToFault
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return errNothingToFault
 	}
 	return nil
+}
+
+// parentOf is pid's parent process id from /proc, 0 if unknown.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:])) // state, ppid, …
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // procNamed returns the broker, controller or agent called name.

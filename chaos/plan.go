@@ -276,3 +276,15 @@ func (p Plan) deviceOfKind(kind string) string {
 	}
 	return ""
 }
+
+// agentOf is the index of the agent serving device id.
+func (p Plan) agentOf(id string) int {
+	for _, d := range p.Domains {
+		for _, dev := range d.Devices {
+			if dev.ID == id {
+				return d.Agent
+			}
+		}
+	}
+	return 0
+}

@@ -160,6 +160,16 @@ func (p *proc) unexpectedExits() []string {
 	return slices.Clone(p.exits)
 }
 
+// pid is the running process's id, 0 if none.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // signal sends sig to the running process.
 func (p *proc) signal(sig syscall.Signal) error {
 	p.mu.Lock()

@@ -18,6 +18,13 @@ import (
 // to acquire every domain and apply on every device.
 const ProgressBound = 30 * time.Second
 
+// DriverSlack is the checker's allowance between the agent handing a
+// command to its driver and the device taking it (check.Input.DriverSlack):
+// an in-process sim takes it at once, a plugin after a gRPC hop, and a
+// goroutine may be descheduled between the agent's recheck and its call on
+// a loaded machine. Stale-apply scenarios are TTLs (0.8–2 s) wide.
+const DriverSlack = 20 * time.Millisecond
+
 // Outcome is what one schedule came to.
 type Outcome struct {
 	Seed   uint64
@@ -99,8 +106,8 @@ func play(ctx context.Context, in *install) (healed int64, err error) {
 
 // judge reads the histories and apply logs of in and checks them.
 func judge(in *install, healed int64) (check.Report, error) {
-	input := check.Input{Domains: map[string]string{}, Healed: healed, ProgressBound: ProgressBound,
-		DoubtFaults: DoubtFaults, LineFaults: LineFaults}
+	input := check.Input{Domains: map[string]string{}, Agents: map[string]string{}, Healed: healed,
+		ProgressBound: ProgressBound, DoubtFaults: DoubtFaults, LineFaults: LineFaults, DriverSlack: DriverSlack}
 	names := []string{"probe"}
 	for _, s := range in.plan.Supervisors {
 		names = append(names, s.Name)
@@ -120,6 +127,7 @@ func judge(in *install, healed int64) (check.Report, error) {
 	for _, d := range in.plan.Domains {
 		for _, dev := range d.Devices {
 			input.Domains[dev.ID] = d.Name
+			input.Agents[dev.ID] = fmt.Sprintf("agent%d", d.Agent+1)
 			entries, err := readApplies(in.path(dev.ID + ".applies"))
 			if err != nil {
 				return check.Report{}, err

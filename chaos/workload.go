@@ -77,6 +77,9 @@ func (w *worker) lease(ctx context.Context, domain string, wait time.Duration) *
 	if l != nil && l.Err() == nil && time.Until(l.ValidUntil()) > w.plan.TTL/4 {
 		return l
 	}
+	if l != nil && l.Err() == nil {
+		w.release(ctx, l) // too little left to use: give it back, recorded, before acquiring anew
+	}
 	return w.acquire(ctx, domain, wait)
 }
 

@@ -3,9 +3,7 @@ package plugins
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -243,24 +241,12 @@ func (c *grpcClient) health(ctx context.Context) (bool, string, error) {
 // Describe returns the capabilities fetched when the plugin started.
 func (c *grpcClient) Describe() devices.Capabilities { return c.caps }
 
-// errNotSent marks a failed call that provably never reached the plugin.
-var errNotSent = errors.New("plugins: the command was not sent")
-
-// neverSent reports whether err is gRPC's refusal to start a call because
-// the connection to the plugin could not be dialed: a fail-fast call on a
-// connection in transient failure is failed by the picker before any
-// stream exists, so the plugin cannot have seen the command. Any other
-// Unavailable (a connection lost mid-call) stays in doubt; if grpc-go
-// words the dial failure differently one day, the answer falls back to
-// in_doubt, never the other way.
-func neverSent(err error) bool {
-	return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "error while dialing")
-}
-
 // callError maps an Apply call that ended without a readable answer. call
-// is the call's context (callContext). Every case is in doubt — the plugin
-// may have acted on the command — except a call gRPC never started
-// (neverSent), which is device_unavailable wrapping errNotSent.
+// is the call's context (callContext). Every case is in doubt: the plugin
+// may have acted on the command. (A gRPC error's text cannot tell a call
+// that never left the host from one the plugin answered with that error
+// itself, so none is taken for "not sent"; Host.Apply checks beforehand
+// whether the plugin process exited.)
 func callError(call context.Context, grace time.Duration, err error) error {
 	switch {
 	case status.Code(err) == codes.ResourceExhausted:
@@ -273,10 +259,6 @@ func callError(call context.Context, grace time.Duration, err error) error {
 		return &devices.Error{Code: devices.CodeInDoubt,
 			Message: fmt.Sprintf("plugin did not answer within %v after the deadline and was killed; the command may have reached the device", grace),
 			Err:     fmt.Errorf("%w: %w", ErrOverrun, err)}
-	case neverSent(err):
-		return &devices.Error{Code: devices.CodeDeviceUnavailable,
-			Message: "the plugin's socket refused the connection; the command was not sent: " + err.Error(),
-			Err:     fmt.Errorf("%w: %w: %w", errNotSent, ErrPluginLost, err)}
 	}
 	return &devices.Error{Code: devices.CodeInDoubt, Message: "plugin failed mid-command: " + err.Error(),
 		Err: fmt.Errorf("%w: %w", ErrPluginLost, err)}

@@ -156,10 +156,6 @@ func (h *Host) Apply(ctx context.Context, cmd devices.Command) (json.RawMessage,
 			Message: "plugin for device " + h.device + " exited; the command was not sent", Err: err}
 	}
 	out, err := inst.drv.apply(ctx, cmd, h.cfg.OverrunGrace)
-	if errors.Is(err, errNotSent) {
-		h.lose(inst, err)
-		return nil, err
-	}
 	if errors.Is(err, ErrPluginLost) || errors.Is(err, ErrOverrun) {
 		h.lose(inst, err)
 	}

@@ -74,6 +74,17 @@ type Input struct {
 	// judges such a device's entry by when its command was sent, not when
 	// the device took it (see entry.reach).
 	LineFaults []string
+	// Agents maps each device id to the agent that serves it, so that a
+	// kill of one agent explains doubt only on its devices; nil means a
+	// fault on a target that is no device covers every device.
+	Agents map[string]string
+	// DriverSlack is how much later than a newer position became durable
+	// a device may take an older command and still count as having been
+	// handed to its driver before: the checker sees when the device took a
+	// command, not when the agent called the driver (a plugin's gRPC hop,
+	// a goroutine descheduled between the agent's recheck and its call).
+	// Default 0.
+	DriverSlack time.Duration
 	// ClockSlack is added to a grant's end before comparing it with an
 	// earlier lease's validity end (I1, one holder at a time); default 0.
 	ClockSlack time.Duration
@@ -199,15 +210,18 @@ type deviceID struct{ Device, ID string }
 
 // index holds the input grouped the ways the rules read it.
 type index struct {
-	in         Input
-	leaseOps   map[string][]history.Op // domain → acquire, release, lost, held ops, input order
-	commands   map[string][]history.Op // domain → command ops, input order
-	byDevice   map[string][]entry      // device → entries in log order
-	byDomain   map[string][]entry      // domain → entries, devices in input order
-	byID       map[deviceID][]entry    // (device, id) → entries in log order
-	doubt      map[string]bool         // fault kinds that may leave commands in doubt
-	doubtSpans [][2]int64              // (start, end) of faults of those kinds
-	doubtKeys  []string                // sorted DoubtFaults, for messages
+	in          Input
+	leaseOps    map[string][]history.Op // domain → acquire, release, lost, held ops, input order
+	commands    map[string][]history.Op // domain → command ops, input order
+	byDevice    map[string][]entry      // device → entries in log order
+	byDomain    map[string][]entry      // domain → entries, devices in input order
+	byID        map[deviceID][]entry    // (device, id) → entries in log order
+	doubt       map[string]bool         // fault kinds that may leave commands in doubt
+	doubtSpans  []doubtSpan             // faults of those kinds
+	doubtKeys   []string                // sorted DoubtFaults, for messages
+	domains     map[string]string       // Input.Domains
+	agents      map[string]string       // Input.Agents
+	driverSlack time.Duration           // Input.DriverSlack
 }
 
 // newIndex groups in's records.
@@ -227,7 +241,7 @@ func newIndex(in Input) *index {
 		e := entry{Entry: a, n: len(ix.byDevice[a.Device]), started: a.Started.UnixNano(), at: a.At.UnixNano()}
 		e.reach = e.started
 		k := deviceID{a.Device, a.ID}
-		if t, ok := sent[k]; ok && t < e.started && (doubted[k] || overlaps(lines[a.Device], t, e.started)) {
+		if t, ok := sent[k]; ok && t < e.started && (doubted[k] || heldByLine(lines[a.Device], t, e.started)) {
 			e.reach = t
 		}
 		ix.byDevice[a.Device] = append(ix.byDevice[a.Device], e)
@@ -240,9 +254,10 @@ func newIndex(in Input) *index {
 	ix.doubtKeys = sortedKeys(ix.doubt)
 	for _, f := range in.Faults {
 		if ix.doubt[f.Kind] {
-			ix.doubtSpans = append(ix.doubtSpans, [2]int64{f.Start, max(f.End, f.Start)})
+			ix.doubtSpans = append(ix.doubtSpans, doubtSpan{f.Target, f.Start, max(f.End, f.Start)})
 		}
 	}
+	ix.domains, ix.agents, ix.driverSlack = in.Domains, in.Agents, in.DriverSlack
 	return ix
 }
 
@@ -250,13 +265,49 @@ func newIndex(in Input) *index {
 // at some moment of [from, to]: it started before to and healed after from
 // (a command sent into a stalled line is in doubt as much as one the stall
 // caught). Faults are few; a scan is enough.
-func (ix *index) doubtFaultIn(from, to int64) bool { return overlaps(ix.doubtSpans, from, to) }
+func (ix *index) doubtFaultIn(device string, from, to int64) bool {
+	for _, d := range ix.doubtSpans {
+		if d.start <= to && d.end >= from && ix.covers(d.target, device) {
+			return true
+		}
+	}
+	return false
+}
 
-// firstSends is the earliest send of each (device, command id).
+// doubtSpan is a fault that may leave commands in doubt, on its target.
+type doubtSpan struct {
+	target     string
+	start, end int64
+}
+
+// covers reports whether a fault on target can leave device's commands in
+// doubt: it is the device (its line, its plugin), or the agent serving it;
+// without an agent map, any target that is no device counts as an agent
+// of every device.
+func (ix *index) covers(target, device string) bool {
+	if target == device {
+		return true
+	}
+	if ix.agents != nil {
+		return ix.agents[device] == target
+	}
+	_, isDevice := ix.domains[target]
+	return !isDevice
+}
+
+// refusedAtIntake are the answers the agent gives before it accepts a
+// command: an attempt answered so never reached the queue or the driver.
+var refusedAtIntake = map[string]bool{
+	string(protocol.CodeBusy): true, string(protocol.CodeBadRequest): true,
+	string(protocol.CodeInvalidToken): true, string(protocol.CodeWrongDomain): true,
+}
+
+// firstSends is the earliest send of each (device, command id), among the
+// attempts not refused at intake.
 func firstSends(ops []history.Op) map[deviceID]int64 {
 	m := map[deviceID]int64{}
 	for _, o := range ops {
-		if o.Kind != history.Command {
+		if o.Kind != history.Command || o.Answered() && refusedAtIntake[o.Code] {
 			continue
 		}
 		k := deviceID{o.Device, o.ID}
@@ -293,10 +344,16 @@ func lineSpans(in Input) map[string][][2]int64 {
 	return m
 }
 
-// overlaps reports whether a span is in effect at some moment of [from, to].
-func overlaps(spans [][2]int64, from, to int64) bool {
+// lineDelivery bounds how long after a line fault healed the bytes it
+// held reach the device.
+const lineDelivery = int64(time.Second)
+
+// heldByLine reports whether a line fault may have held a command sent at
+// sent that the device took at took: the fault was in effect after the
+// send, and the device took the command by its heal plus lineDelivery.
+func heldByLine(spans [][2]int64, sent, took int64) bool {
 	for _, s := range spans {
-		if s[0] <= to && s[1] >= from {
+		if s[0] <= took && s[1] >= sent && took <= s[1]+lineDelivery {
 			return true
 		}
 	}

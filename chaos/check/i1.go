@@ -36,16 +36,11 @@ func grants(ops []history.Op) []history.Op {
 	return gs
 }
 
-// sameGrant reports whether a and b may be one grant seen twice: same
-// position, holder and proc (a request retried with its request id).
-func sameGrant(a, b history.Op) bool {
-	return opPos(a) == opPos(b) && a.Holder == b.Holder && a.Proc == b.Proc
-}
-
 // checkGrantOrder is I1's real-time order: a grant B that started after a
-// grant A ended has a position above A's, unless B is the same grant as A
-// (sameGrant). Each B is compared with the highest grant ended before it
-// started.
+// grant A ended has a position above A's. (Each acquire op is one call
+// with its own request id — the SDK's resends stay inside the op — so two
+// ops are never one grant.) Each B is compared with the highest grant ended
+// before it started.
 func checkGrantOrder(domain string, gs []history.Op) []Violation {
 	byStart := slices.Clone(gs)
 	slices.SortStableFunc(byStart, func(a, b history.Op) int { return cmp.Compare(a.Start, b.Start) })
@@ -60,7 +55,7 @@ func checkGrantOrder(domain string, gs []history.Op) []Violation {
 				best = &byEnd[j]
 			}
 		}
-		if best != nil && opPos(b).cmp(opPos(*best)) <= 0 && !sameGrant(*best, b) {
+		if best != nil && opPos(b).cmp(opPos(*best)) <= 0 {
 			vs = append(vs, Violation{I1, fmt.Sprintf("domain %s: grant not above an earlier one: %s started after %s ended",
 				domain, describeOp(b), describeOp(*best))})
 		}
@@ -68,8 +63,8 @@ func checkGrantOrder(domain string, gs []history.Op) []Violation {
 	return vs
 }
 
-// checkSharedPositions is I1's uniqueness: two grants at one position are
-// the same grant (same holder and proc), never two.
+// checkSharedPositions is I1's uniqueness: no two acquire ops are granted
+// one position (each op is its own request).
 func checkSharedPositions(domain string, gs []history.Op) []Violation {
 	at := map[position][]history.Op{}
 	for _, g := range gs {
@@ -78,7 +73,7 @@ func checkSharedPositions(domain string, gs []history.Op) []Violation {
 	var vs []Violation
 	for _, p := range slices.SortedFunc(maps.Keys(at), position.cmp) {
 		os := at[p]
-		if !slices.ContainsFunc(os[1:], func(o history.Op) bool { return !sameGrant(os[0], o) }) {
+		if len(os) < 2 {
 			continue
 		}
 		descs := make([]string, len(os))
@@ -86,7 +81,7 @@ func checkSharedPositions(domain string, gs []history.Op) []Violation {
 			descs[i] = describeOp(o)
 		}
 		slices.Sort(descs)
-		vs = append(vs, Violation{I1, fmt.Sprintf("domain %s: position %s granted to different requesters: %s",
+		vs = append(vs, Violation{I1, fmt.Sprintf("domain %s: position %s granted to more than one acquire: %s",
 			domain, p, strings.Join(descs, "; "))})
 	}
 	return vs

@@ -47,16 +47,18 @@ func TestSharedPositionFails(t *testing.T) {
 		grant("sup1", "d1", 1, 3, 0, 10),
 		grant("sup2", "d1", 1, 3, 5, 15),
 	}})
-	wantViolation(t, r, I1, "position 1.3 granted to different requesters", "sup1 acquire", "sup2 acquire")
+	wantViolation(t, r, I1, "position 1.3 granted to more than one acquire", "sup1 acquire", "sup2 acquire")
 }
 
-// The same grant seen twice by one proc (a retried request id) is one
-// grant: no violation from any rule, the porcupine model included.
-func TestSharedPositionSameRequesterPasses(t *testing.T) {
-	wantClean(t, Check(Input{Ops: []history.Op{
+// Two acquire ops of one proc granted the same position are two grants
+// (each op is its own request; the SDK's resends stay inside one op): a
+// controller that re-minted a position it had handed out.
+func TestSharedPositionSameRequesterFails(t *testing.T) {
+	r := Check(Input{Ops: []history.Op{
 		grant("sup1", "d1", 1, 3, 0, 10),
 		grant("sup1", "d1", 1, 3, 20, 30),
-	}}))
+	}})
+	wantViolation(t, r, I1, "position 1.3 granted to more than one acquire")
 }
 
 // One holder at a time: a lease valid past the end of the next holder's
@@ -240,7 +242,7 @@ func TestStepLease(t *testing.T) {
 		{"new epoch", leaseCall{Kind: history.Acquire, Holder: "b"}, leaseAnswer{Code: "granted", Pos: position{2, 1}}, true, grantState{position{2, 1}, "b"}},
 		{"lower grant", leaseCall{Kind: history.Acquire, Holder: "b"}, leaseAnswer{Code: "granted", Pos: position{1, 1}}, false, s},
 		{"equal grant other holder", leaseCall{Kind: history.Acquire, Holder: "b"}, leaseAnswer{Code: "granted", Pos: position{1, 2}}, false, s},
-		{"equal grant same holder", leaseCall{Kind: history.Acquire, Holder: "a"}, leaseAnswer{Code: "granted", Pos: position{1, 2}}, true, s},
+		{"equal grant same holder", leaseCall{Kind: history.Acquire, Holder: "a"}, leaseAnswer{Code: "granted", Pos: position{1, 2}}, false, s},
 		{"held", leaseCall{Kind: history.Acquire, Holder: "b"}, leaseAnswer{Code: "held"}, true, s},
 		{"unknown", leaseCall{Kind: history.Acquire, Holder: "b"}, leaseAnswer{Unknown: true}, true, s},
 		{"release current", leaseCall{Kind: history.Release, Holder: "a", Pos: position{1, 2}}, leaseAnswer{Code: "released"}, true, s},

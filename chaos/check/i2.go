@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/fencegate/fencegate/chaos/history"
 	"github.com/fencegate/fencegate/protocol"
@@ -14,6 +15,7 @@ import (
 var durableCodes = map[string]bool{
 	string(protocol.CodeOK): true, string(protocol.CodeInDoubt): true,
 	string(protocol.CodeDeviceError): true, string(protocol.CodeDeviceTimeout): true,
+	string(protocol.CodeDeviceUnavailable): true, // a driver's answer: the agent accepts first
 }
 
 // checkI2 runs the rules of I2.
@@ -23,8 +25,8 @@ func checkI2(ix *index) []Violation {
 		vs = append(vs, checkDeviceOrder(dev, ix.byDevice[dev])...)
 	}
 	for _, d := range sortedKeys(ix.byDomain) {
-		vs = append(vs, checkStaleApply(d, ix.byDomain[d], ix.commands[d])...)
-		vs = append(vs, checkAfterLost(d, ix.byDomain[d], ix.leaseOps[d])...)
+		vs = append(vs, checkStaleApply(d, ix.byDomain[d], ix.commands[d], int64(ix.driverSlack))...)
+		vs = append(vs, checkAfterLost(d, ix.byDomain[d], ix.leaseOps[d], ix.driverSlack)...)
 	}
 	return vs
 }
@@ -50,8 +52,9 @@ func checkDeviceOrder(device string, log []entry) []Violation {
 }
 
 // durable is a moment the agent had provably made a position durable: an
-// applied entry (at its At) or a command answered with a durable code (at
-// its End).
+// entry (when its device took it: I3 makes the position durable before the
+// driver sees the command), a command answered with a durable code (at its
+// End), or a stale_token answer (the fence it showed, at its End).
 type durable struct {
 	pos  position
 	at   int64
@@ -63,11 +66,14 @@ type durable struct {
 func durableMoments(entries []entry, cmds []history.Op) []durable {
 	ds := make([]durable, 0, len(entries))
 	for _, e := range entries {
-		ds = append(ds, durable{entryPos(e.Entry), e.at, "applied as " + e.describe()})
+		ds = append(ds, durable{entryPos(e.Entry), e.started, "applied as " + e.describe()})
 	}
 	for _, o := range cmds {
-		if o.Answered() && durableCodes[o.Code] {
+		switch {
+		case o.Answered() && durableCodes[o.Code]:
 			ds = append(ds, durable{opPos(o), o.End, "answered to " + describeOp(o)})
+		case o.Answered() && o.Code == string(protocol.CodeStaleToken) && (o.FenceEpoch != 0 || o.FenceSeq != 0):
+			ds = append(ds, durable{position{o.FenceEpoch, o.FenceSeq}, o.End, "the fence shown to " + describeOp(o)})
 		}
 	}
 	slices.SortStableFunc(ds, func(a, b durable) int { return cmp.Compare(a.at, b.at) })
@@ -81,7 +87,7 @@ func durableMoments(entries []entry, cmds []history.Op) []durable {
 // entry at q (any device) applied before s, or a command at q answered ok,
 // in_doubt, device_error or device_timeout before s. Each stale entry is
 // reported against the highest such position.
-func checkStaleApply(domain string, entries []entry, cmds []history.Op) []Violation {
+func checkStaleApply(domain string, entries []entry, cmds []history.Op, slack int64) []Violation {
 	ds := durableMoments(entries, cmds)
 	byStart := slices.Clone(entries)
 	slices.SortStableFunc(byStart, func(a, b entry) int { return cmp.Compare(a.reach, b.reach) })
@@ -89,7 +95,7 @@ func checkStaleApply(domain string, entries []entry, cmds []history.Op) []Violat
 	var best *durable
 	j := 0
 	for _, e := range byStart {
-		for ; j < len(ds) && ds[j].at < e.reach; j++ {
+		for ; j < len(ds) && ds[j].at+slack < e.reach; j++ {
 			if best == nil || ds[j].pos.cmp(best.pos) > 0 {
 				best = &ds[j]
 			}
@@ -113,7 +119,7 @@ type firstNewer struct {
 func newFirstNewer(entries []entry) firstNewer {
 	byPos := slices.Clone(entries)
 	slices.SortStableFunc(byPos, func(a, b entry) int {
-		return cmp.Or(entryPos(a.Entry).cmp(entryPos(b.Entry)), cmp.Compare(a.at, b.at))
+		return cmp.Or(entryPos(a.Entry).cmp(entryPos(b.Entry)), cmp.Compare(a.started, b.started))
 	})
 	var f firstNewer
 	for _, e := range byPos {
@@ -123,7 +129,7 @@ func newFirstNewer(entries []entry) firstNewer {
 		}
 	}
 	for i := len(f.earliest) - 2; i >= 0; i-- {
-		if f.earliest[i+1].at < f.earliest[i].at {
+		if f.earliest[i+1].started < f.earliest[i].started {
 			f.earliest[i] = f.earliest[i+1]
 		}
 	}
@@ -144,9 +150,9 @@ func (f firstNewer) after(p position) (entry, bool) {
 
 // checkAfterLost is I2 for a holder told its lease was lost: for a Lost op
 // at position p (reported at tl) and the first entry of the domain above p
-// (applied at ta), no entry at p reaches its device (entry.reach) after
+// (taken by its device at ta), no entry at p reaches its device (entry.reach) after
 // max(tl, ta).
-func checkAfterLost(domain string, entries []entry, leaseOps []history.Op) []Violation {
+func checkAfterLost(domain string, entries []entry, leaseOps []history.Op, slack time.Duration) []Violation {
 	lost := map[position]history.Op{} // earliest Lost op per position
 	for _, o := range leaseOps {
 		if o.Kind != history.Lost {
@@ -167,7 +173,7 @@ func checkAfterLost(domain string, entries []entry, leaseOps []history.Op) []Vio
 			continue
 		}
 		n, ok := newer.after(entryPos(e.Entry))
-		if !ok || e.reach <= max(lostAt(l), n.at) {
+		if !ok || e.reach <= max(lostAt(l), n.started)+int64(slack) {
 			continue
 		}
 		vs = append(vs, Violation{I2, fmt.Sprintf("domain %s: applied after the lease was lost and a newer token applied: %s; "+

@@ -2,23 +2,20 @@ package check
 
 import (
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/chaos/history"
 	"github.com/fencegate/fencegate/devices/sim"
 )
 
-// One device's log going backwards in a domain fails, even when the older
-// command started before the newer one was applied (so only this rule
-// sees it).
+// One device's log going backwards in a domain fails (the cross-device
+// rule sees it too, as d1@1.2 was durable once its device took it).
 func TestDeviceOrderBackwardsFails(t *testing.T) {
 	r := Check(Input{Domains: twoDevices, Applies: []sim.Entry{
 		apply("fw1", "c1", "d1", "sup2", 1, 2, 10, 20),
 		apply("fw1", "c2", "d1", "sup1", 1, 1, 15, 25),
 	}})
 	wantViolation(t, r, I2, "device fw1: token went backwards", `fw1 entry 1 id "c2"`, "d1@1.1", `fw1 entry 0 id "c1"`, "d1@1.2")
-	if n := count(r, I2); n != 1 {
-		t.Errorf("%d I2 violations, want 1: %v", n, r.Violations)
-	}
 }
 
 // The near miss: an equal position (the same lease) again, and a higher one
@@ -42,23 +39,29 @@ func TestDeviceOrderInterleavedDevicesPasses(t *testing.T) {
 	}}))
 }
 
-// An entry that started after a newer position was applied on another
-// device of the domain is stale.
+// An entry that started after a newer position was taken by another device
+// of the domain is stale: I3 made the newer position durable before its
+// driver saw it.
 func TestStaleApplyAfterNewerEntryFails(t *testing.T) {
 	r := Check(Input{Domains: twoDevices, Applies: []sim.Entry{
 		apply("fw1", "c2", "d1", "sup2", 1, 2, 10, 20),
-		apply("fw2", "c1", "d1", "sup1", 1, 1, 21, 30),
+		apply("fw2", "c1", "d1", "sup1", 1, 1, 15, 30),
 	}})
-	wantViolation(t, r, I2, "domain d1: stale apply", `fw2 entry 0 id "c1"`, "d1@1.2 was durable at the agent at "+fmtTime(ms(20)),
+	wantViolation(t, r, I2, "domain d1: stale apply", `fw2 entry 0 id "c1"`, "d1@1.2 was durable at the agent at "+fmtTime(ms(10)),
 		`applied as fw1 entry 0 id "c2"`)
 }
 
-// The near miss: the older command started at the instant the newer was
-// applied (not after), or the newer was in another domain.
+// The near misses: the older command started at the instant the newer
+// did (not after), within DriverSlack of it, or the newer was in another
+// domain.
 func TestStaleApplyNearMissesPass(t *testing.T) {
 	wantClean(t, Check(Input{Domains: twoDevices, Applies: []sim.Entry{
 		apply("fw1", "c2", "d1", "sup2", 1, 2, 10, 20),
-		apply("fw2", "c1", "d1", "sup1", 1, 1, 20, 30),
+		apply("fw2", "c1", "d1", "sup1", 1, 1, 10, 30),
+	}}))
+	wantClean(t, Check(Input{Domains: twoDevices, DriverSlack: 5 * time.Millisecond, Applies: []sim.Entry{
+		apply("fw1", "c2", "d1", "sup2", 1, 2, 10, 20),
+		apply("fw2", "c1", "d1", "sup1", 1, 1, 15, 30),
 	}}))
 	wantClean(t, Check(Input{Domains: map[string]string{"fw1": "d2", "fw2": "d1"}, Applies: []sim.Entry{
 		apply("fw1", "c2", "d2", "sup2", 1, 2, 10, 20),

@@ -16,6 +16,7 @@ func checkI4(ix *index) []Violation {
 	cmds := allCommands(ix)
 	var vs []Violation
 	vs = append(vs, checkAcknowledged(cmds, ix.byID)...)
+	vs = append(vs, checkAfterAcknowledged(cmds, ix.byID)...)
 	vs = append(vs, checkDoubleApply(ix, inDoubtIDs(cmds))...)
 	vs = append(vs, checkInDoubt(ix, cmds)...)
 	return vs
@@ -76,6 +77,40 @@ func checkAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Violation
 	return vs
 }
 
+// checkAfterAcknowledged is I4's a retried command gets the same result
+// back: once a command was answered ok, no entry of it starts later (the
+// published result must survive, so a retry is answered from it and never
+// applied again, idempotent or not), and every later answer to it is ok.
+// Each (device, id) is reported once.
+func checkAfterAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Violation {
+	acked := map[deviceID]history.Op{}      // the first ok answer, by end
+	attempts := map[deviceID][]history.Op{} // every op of the command
+	for _, o := range cmds {
+		k := deviceID{o.Device, o.ID}
+		attempts[k] = append(attempts[k], o)
+		if first, ok := acked[k]; o.Answered() && o.Code == string(protocol.CodeOK) && (!ok || o.End < first.End) {
+			acked[k] = o
+		}
+	}
+	var vs []Violation
+	for _, k := range slices.SortedFunc(maps.Keys(acked), func(a, b deviceID) int {
+		return cmp.Or(cmp.Compare(a.Device, b.Device), cmp.Compare(a.ID, b.ID))
+	}) {
+		ack := acked[k]
+		if i := slices.IndexFunc(byID[k], func(e entry) bool { return e.started > ack.End }); i >= 0 {
+			vs = append(vs, Violation{I4, fmt.Sprintf("acknowledged command applied again: %s, then %s", describeOp(ack), byID[k][i].describe())})
+			continue
+		}
+		for _, o := range attempts[k] {
+			if o.Start > ack.End && o.Answered() && o.Code != string(protocol.CodeOK) && o.Code != string(protocol.CodeBusy) {
+				vs = append(vs, Violation{I4, fmt.Sprintf("retry of an acknowledged command answered differently: %s, then %s", describeOp(ack), describeOp(o))})
+				break
+			}
+		}
+	}
+	return vs
+}
+
 // checkDoubleApply is I4's no double apply: a (device, id) is applied more
 // than once only if every entry of it is idempotent and it was in doubt —
 // an op for it answered in_doubt, or a fault of a DoubtFaults kind started
@@ -105,7 +140,7 @@ func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
 	switch {
 	case !a.Idempotent || !b.Idempotent:
 		return "not idempotent"
-	case answeredInDoubt || ix.doubtFaultIn(a.started, b.started):
+	case answeredInDoubt || ix.doubtFaultIn(a.Device, a.started, b.started):
 		return ""
 	}
 	return fmt.Sprintf("idempotent, but not in doubt: no in_doubt answer and no fault of kinds [%s] in effect in between",
@@ -118,7 +153,7 @@ func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
 func checkInDoubt(ix *index, cmds []history.Op) []Violation {
 	var vs []Violation
 	for _, o := range cmds {
-		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Start, o.End) {
+		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Device, o.Start, o.End) {
 			continue
 		}
 		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] was in effect in that interval",

@@ -50,7 +50,7 @@ func stepLease(state, input, output any) (bool, any) {
 		if a.Pos.cmp(s.Pos) > 0 {
 			return true, grantState{a.Pos, c.Holder}
 		}
-		return !zero && a.Pos == s.Pos && c.Holder == s.Holder, s
+		return false, s // each acquire is its own request: never granted a position again
 	case c.Kind == history.Release && a.Code == string(protocol.CodeReleased):
 		return !zero && c.Pos == s.Pos, s
 	}

@@ -57,7 +57,7 @@ func New(device string, cfg Config, log *slog.Logger) (*Device, error) {
 	}
 	d := &Device{id: device, cfg: cfg.withDefaults(), log: log}
 	d.ops = newOpSpecs(d.cfg)
-	d.caps = capabilities(d.ops)
+	d.caps = capabilities(d.ops, !d.cfg.NoFence)
 	if err := d.open(); err != nil {
 		return nil, err
 	}
@@ -79,16 +79,16 @@ func (d *Device) open() error {
 	return nil
 }
 
-func capabilities(ops map[string]opSpec) devices.Capabilities {
-	caps := devices.Capabilities{Ops: make(map[string]devices.Op, len(ops)), ChecksTokens: true}
+func capabilities(ops map[string]opSpec, checksTokens bool) devices.Capabilities {
+	caps := devices.Capabilities{Ops: make(map[string]devices.Op, len(ops)), ChecksTokens: checksTokens}
 	for name, op := range ops {
 		caps.Ops[name] = devices.Op{Idempotent: op.idempotent}
 	}
 	return caps
 }
 
-// Describe returns the device's ops and ChecksTokens = true. The caller may
-// modify the returned map. Safe to call concurrently with anything.
+// Describe returns the device's ops and ChecksTokens (false for a NoFence
+// device). The caller may modify the returned map. Safe to call concurrently with anything.
 func (d *Device) Describe() devices.Capabilities {
 	c := d.caps
 	c.Ops = maps.Clone(d.caps.Ops)

@@ -61,6 +61,11 @@ func (c Config) Validate(prefix string) error {
 			return fmt.Errorf("%s.%s: %v is negative", prefix, key, d)
 		}
 	}
+	// MQTT carries the keep-alive in whole seconds, 16 bits, and 0 means
+	// none: 500ms or 65536s would switch it off (no pings, no Will).
+	if ka := c.KeepAlive; ka != 0 && (ka < time.Second || ka > 65535*time.Second) {
+		return fmt.Errorf("%s.keep_alive: %v must be 1s..65535s (0: the default, 30s)", prefix, ka)
+	}
 	return nil
 }
 
