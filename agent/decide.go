@@ -106,7 +106,9 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	if cmd.ReplyTo != "" {
 		p.replyTo = cmd.ReplyTo
 	}
-	if cmd.DeadlineMs != 0 && time.Now().UnixMilli() > cmd.DeadlineMs {
+	if cmd.DeadlineMs != 0 && time.Now().UnixMilli() > cmd.DeadlineMs && !d.journaled(cmd.ID) {
+		// Fresh and too late: refused without a write. A retry of a
+		// journaled command goes on, to get its journaled answer.
 		return p, ptr(d.reject(cmd.ID, protocol.CodeExpired, "deadline_ms has passed"))
 	}
 	tok, err := d.env.keys.Verify(cmd.Token)
@@ -121,6 +123,14 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 		return p, ptr(d.reject(cmd.ID, protocol.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
 	}
 	return p, nil
+}
+
+// journaled reports whether the device's journal holds id (a retry). A
+// store read error counts as journaled: the command then goes on to
+// Accept, which decides it (or reports the store failure).
+func (d *device) journaled(id string) bool {
+	_, known, err := d.env.store.Lookup(d.id, id)
+	return known || err != nil
 }
 
 // undecodable rejects a payload that failed strict decoding: its id and

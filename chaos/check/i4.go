@@ -17,6 +17,7 @@ func checkI4(ix *index) []Violation {
 	var vs []Violation
 	vs = append(vs, checkAcknowledged(cmds, ix.byID)...)
 	vs = append(vs, checkAfterAcknowledged(cmds, ix.byID)...)
+	vs = append(vs, checkSameAnswer(cmds)...)
 	vs = append(vs, checkDoubleApply(ix, inDoubtIDs(cmds))...)
 	vs = append(vs, checkInDoubt(ix, cmds)...)
 	return vs
@@ -77,17 +78,14 @@ func checkAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Violation
 	return vs
 }
 
-// checkAfterAcknowledged is I4's a retried command gets the same result
-// back: once a command was answered ok, no entry of it starts later (the
-// published result must survive, so a retry is answered from it and never
-// applied again, idempotent or not), and every later answer to it is ok.
-// Each (device, id) is reported once.
+// checkAfterAcknowledged is I4's nothing acknowledged is lost: once a
+// command was answered ok, no entry of it starts later (the published
+// result must survive, so a retry is answered from it and never applied
+// again, idempotent or not). Each (device, id) is reported once.
 func checkAfterAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Violation {
-	acked := map[deviceID]history.Op{}      // the first ok answer, by end
-	attempts := map[deviceID][]history.Op{} // every op of the command
+	acked := map[deviceID]history.Op{} // the first ok answer, by end
 	for _, o := range cmds {
 		k := deviceID{o.Device, o.ID}
-		attempts[k] = append(attempts[k], o)
 		if first, ok := acked[k]; o.Answered() && o.Code == string(protocol.CodeOK) && (!ok || o.End < first.End) {
 			acked[k] = o
 		}
@@ -99,13 +97,37 @@ func checkAfterAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Viol
 		ack := acked[k]
 		if i := slices.IndexFunc(byID[k], func(e entry) bool { return e.started > ack.End }); i >= 0 {
 			vs = append(vs, Violation{I4, fmt.Sprintf("acknowledged command applied again: %s, then %s", describeOp(ack), byID[k][i].describe())})
+		}
+	}
+	return vs
+}
+
+// undecided are answers that decide nothing about a command: it was not
+// queued (busy) or the agent could not journal it (internal), so a retry
+// is decided afresh.
+var undecided = map[string]bool{string(protocol.CodeBusy): true, string(protocol.CodeInternal): true}
+
+// checkSameAnswer is I4's a retried command gets the same result back:
+// every decided answer to one (device, id) has the same code — except that
+// an idempotent command answered in_doubt may be applied again by a retry,
+// whose answer then stands. Each is reported once, at its first differing
+// answer.
+func checkSameAnswer(cmds []history.Op) []Violation {
+	first := map[deviceID]history.Op{}
+	reported := map[deviceID]bool{}
+	var vs []Violation
+	for _, o := range slices.SortedStableFunc(slices.Values(cmds), func(a, b history.Op) int { return cmp.Compare(a.End, b.End) }) {
+		k := deviceID{o.Device, o.ID}
+		if !o.Answered() || undecided[o.Code] || reported[k] {
 			continue
 		}
-		for _, o := range attempts[k] {
-			if o.Start > ack.End && o.Answered() && o.Code != string(protocol.CodeOK) && o.Code != string(protocol.CodeBusy) {
-				vs = append(vs, Violation{I4, fmt.Sprintf("retry of an acknowledged command answered differently: %s, then %s", describeOp(ack), describeOp(o))})
-				break
-			}
+		f, ok := first[k]
+		switch {
+		case !ok, f.Code == string(protocol.CodeInDoubt) && o.Idempotent:
+			first[k] = o // an idempotent command in doubt is applied again on retry: its new answer stands
+		case f.Code != o.Code:
+			reported[k] = true
+			vs = append(vs, Violation{I4, fmt.Sprintf("retry answered differently: %s, then %s", describeOp(f), describeOp(o))})
 		}
 	}
 	return vs
@@ -148,12 +170,19 @@ func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
 }
 
 // checkInDoubt is I4's in_doubt only around a crash: every command answered
-// in_doubt was in flight when a fault of a DoubtFaults kind started (a
-// start in [op.Start, op.End]; the SDK's retries span the crash).
+// in_doubt was in flight while a fault of a DoubtFaults kind was in effect
+// on its device — between its first send and that answer (a later retry
+// of it gets the journaled in_doubt).
 func checkInDoubt(ix *index, cmds []history.Op) []Violation {
+	since := map[deviceID]int64{} // the command's first send
+	for _, o := range cmds {      // sorted by start
+		if _, ok := since[deviceID{o.Device, o.ID}]; !ok {
+			since[deviceID{o.Device, o.ID}] = o.Start
+		}
+	}
 	var vs []Violation
 	for _, o := range cmds {
-		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Device, o.Start, o.End) {
+		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Device, since[deviceID{o.Device, o.ID}], o.End) {
 			continue
 		}
 		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] was in effect in that interval",

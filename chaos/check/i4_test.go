@@ -142,3 +142,36 @@ func TestInDoubtAroundCrashPasses(t *testing.T) {
 		})
 	}
 }
+
+// A retry answered differently from an earlier decided answer fails (the
+// harness found an agent answering expired, then in_doubt, for one
+// command journaled before a crash); busy and internal decide nothing,
+// and an idempotent command in doubt may be applied again.
+func TestRetryAnsweredDifferentlyFails(t *testing.T) {
+	kill := []history.Fault{fault("kill-agent", "agent1", 15, 30)}
+	r := Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Faults: kill, Ops: []history.Op{
+		command("sup1", "fw1", "c1", "d1", 1, 1, "expired", 10, 40),
+		command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 41, 42),
+	}})
+	wantViolation(t, r, I4, "retry answered differently", `id "c1"`, "answered expired", "answered in_doubt")
+	wantClean(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Faults: kill,
+		Ops: []history.Op{
+			command("sup1", "fw1", "c1", "d1", 1, 1, "busy", 5, 8),
+			command("sup1", "fw1", "c1", "d1", 1, 1, "internal", 9, 10),
+			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 10, 40)),
+			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "ok", 41, 42)),
+			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "ok", 43, 44)),
+		},
+		Applies: []sim.Entry{idemEntry(apply("fw1", "c1", "d1", "sup1", 1, 1, 41, 41))}}))
+}
+
+// A retry answered in_doubt long after the crash is explained by it: the
+// command's life runs from its first send.
+func TestInDoubtRetryAfterTheCrashPasses(t *testing.T) {
+	wantClean(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds,
+		Faults: []history.Fault{fault("kill-agent", "agent1", 15, 30)},
+		Ops: []history.Op{
+			command("sup1", "fw1", "c1", "d1", 1, 1, "", 10, -1),
+			command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 60, 61),
+		}}))
+}
