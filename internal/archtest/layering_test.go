@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"agent":             3, "lease/...": 3, "controller/...": 3, "supervisor": 3, "internal/benchload": 3,
 	"chaos/check": 3,
 	"cmd/...":     4, "internal/stack": 4, "chaos": 4, "hwtest/...": 4, "examples/...": 4,
+	"firmware/...": 4,
 }
 
 // servers are layer 3's independent groups: a package of one never imports
