@@ -46,6 +46,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	db.NoSync = MutantNoSync // false but in the power-loss harness's mutation build (fencegate_mutant_nosync)
 	s := &Store{db: db, path: path, opts: opts}
 	if err := db.Update(s.recover); err != nil {
 		db.Close()
