@@ -1,0 +1,344 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/protocol"
+)
+
+// Rules of the power-loss campaign, as its report names them.
+const (
+	RuleResend   = "rule 1 (re-send)"   // an answered command sent again gets its answer again, never a fresh apply
+	RuleFence    = "rule 2 (fence)"     // no token below an acknowledged one of its domain enters a device
+	RuleApplyLog = "rule 3 (apply log)" // no command id applied twice by a device
+	RuleRestart  = "restart"            // the agent comes back after every cut
+)
+
+// plAck is one command sent to the agent and the answer it got: what the
+// power-loss checks hold the agent to.
+type plAck struct {
+	Sup        string        `json:"sup"`
+	ID         string        `json:"id"`
+	Device     string        `json:"device"`
+	Domain     string        `json:"domain"`
+	Op         string        `json:"op"`
+	Args       any           `json:"args,omitempty"` // the value given to the SDK, re-sent as it is
+	Idempotent bool          `json:"idempotent,omitempty"`
+	Token      string        `json:"-"` // the wire token it carried
+	Epoch      uint64        `json:"epoch"`
+	Seq        uint64        `json:"seq"`
+	Holder     string        `json:"holder"`
+	Stale      bool          `json:"stale,omitempty"` // sent on purpose under a released lease's token
+	Probe      bool          `json:"probe,omitempty"` // a stale-token probe after a restart
+	Sent       time.Time     `json:"sent"`            // taken before the first send
+	At         time.Time     `json:"at"`              // taken after the answer arrived
+	Code       protocol.Code `json:"code"`
+	Duplicate  bool          `json:"duplicate,omitempty"`
+	Round      int           `json:"round"` // the agent's run the answer came in: 1 before the first cut
+
+	expect protocol.Code // what a re-send must answer; a re-send that legitimately changes it updates it
+	resent int
+}
+
+func (a *plAck) pos() [2]uint64 { return [2]uint64{a.Epoch, a.Seq} }
+
+// setToken stamps a with the token t (wire form raw).
+func (a *plAck) setToken(t fence.Token, raw string) {
+	a.Token, a.Epoch, a.Seq, a.Holder = raw, t.Epoch, t.Seq, t.Holder
+}
+
+// entersDriver reports whether an answer means the command was accepted
+// past the fence (and may have reached the device): its token raised, or
+// was at, the domain's fence.
+func entersDriver(c protocol.Code) bool {
+	switch c {
+	case protocol.CodeOK, protocol.CodeInDoubt, protocol.CodeDeviceError, protocol.CodeDeviceTimeout, protocol.CodeDeviceUnavailable:
+		return true
+	}
+	return false
+}
+
+// resendable reports whether an answer binds the agent across a power cut:
+// a journaled result (or in_doubt); stale_token, which the fence only
+// confirms; and expired, which says the command was not applied (a re-send
+// with a new deadline may apply it, but must not find it journaled).
+func resendable(c protocol.Code) bool {
+	return entersDriver(c) || c == protocol.CodeStaleToken || c == protocol.CodeExpired
+}
+
+func before(a, b [2]uint64) bool { return fence.ComparePosition(a[0], a[1], b[0], b[1]) < 0 }
+
+// highStep is a rise of a domain's highest acknowledged token.
+type highStep struct {
+	at  time.Time
+	pos [2]uint64
+	id  string
+}
+
+// leaseToken is a lease token a supervisor held.
+type leaseToken struct {
+	pos      [2]uint64
+	raw, sup string
+}
+
+// plViolation is one broken rule.
+type plViolation struct {
+	Rule  string
+	Round int // the agent's run it was seen in
+	Msg   string
+}
+
+func (v plViolation) String() string { return v.Rule + ": " + v.Msg }
+
+// ledger is what the supervisors were told and what was found wrong. Its
+// methods are safe for concurrent use.
+type ledger struct {
+	mu         sync.Mutex
+	round      int
+	acks       []*plAck
+	unchecked  []*plAck                            // resendable answers not yet re-sent
+	high       map[string][]highStep               // per domain: the highest acknowledged token, rising
+	tokens     map[string]map[[2]uint64]leaseToken // per domain: every lease token handed to a supervisor
+	violations []plViolation
+	notes      []string        // what the rules allow but looks wrong
+	seen       map[string]bool // violations and notes already recorded (the apply logs repeat theirs at every cut)
+	unanswered int
+	out        *json.Encoder // the run's history: answers and re-sends, one JSON line each
+}
+
+func newLedger(history io.Writer) *ledger {
+	return &ledger{round: 1, high: map[string][]highStep{}, tokens: map[string]map[[2]uint64]leaseToken{},
+		seen: map[string]bool{}, out: json.NewEncoder(history)}
+}
+
+// nextRound starts the agent's next run (after a cut).
+func (l *ledger) nextRound() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.round++
+}
+
+// addToken remembers a lease token a supervisor was granted.
+func (l *ledger) addToken(t fence.Token, raw, sup string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tokens[t.Domain] == nil {
+		l.tokens[t.Domain] = map[[2]uint64]leaseToken{}
+	}
+	p := [2]uint64{t.Epoch, t.Seq}
+	l.tokens[t.Domain][p] = leaseToken{pos: p, raw: raw, sup: sup}
+}
+
+// answer records a's answer res; one with no code (no answer before the
+// send gave up) is only counted. An answer that entered the driver with a
+// token below one of its domain acknowledged before a was first sent
+// breaks rule 2: the agent had durably accepted the higher token.
+func (l *ledger) answer(a *plAck, res protocol.Result) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if res.Code == "" {
+		l.unanswered++
+		return
+	}
+	a.At, a.Code, a.Duplicate, a.Round, a.expect = time.Now(), res.Code, res.Duplicate, l.round, res.Code
+	if entersDriver(a.Code) {
+		if h, ok := l.highBefore(a.Domain, a.Sent); ok && before(a.pos(), h.pos) {
+			l.violateLocked(RuleFence, fmt.Sprintf("command %s to %s with token %d.%d (%s), first sent %s, answered %s: "+
+				"token %d.%d of its domain %s had been acknowledged before (command %s at %s)",
+				a.ID, a.Device, a.Epoch, a.Seq, a.Holder, stamp(a.Sent), a.Code, h.pos[0], h.pos[1], a.Domain, h.id, stamp(h.at)))
+		}
+		l.raise(a)
+	}
+	l.acks = append(l.acks, a)
+	if resendable(a.Code) {
+		l.unchecked = append(l.unchecked, a)
+	}
+	_ = l.out.Encode(struct {
+		Kind string `json:"kind"`
+		*plAck
+	}{"answer", a})
+}
+
+// raise moves a's domain's highest acknowledged token to a's, if higher.
+func (l *ledger) raise(a *plAck) {
+	steps := l.high[a.Domain]
+	if n := len(steps); n > 0 && !before(steps[n-1].pos, a.pos()) {
+		return
+	}
+	l.high[a.Domain] = append(steps, highStep{at: a.At, pos: a.pos(), id: a.ID})
+}
+
+// highBefore returns domain's highest token acknowledged before t.
+func (l *ledger) highBefore(domain string, t time.Time) (highStep, bool) {
+	steps := l.high[domain]
+	i := sort.Search(len(steps), func(i int) bool { return !steps[i].at.Before(t) })
+	if i == 0 {
+		return highStep{}, false
+	}
+	return steps[i-1], true
+}
+
+// highest returns domain's highest acknowledged token so far.
+func (l *ledger) highest(domain string) (highStep, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.highBefore(domain, time.Now().Add(time.Hour))
+}
+
+// below returns the highest lease token of domain strictly below p.
+func (l *ledger) below(domain string, p [2]uint64) (leaseToken, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var best leaseToken
+	found := false
+	for q, t := range l.tokens[domain] {
+		if before(q, p) && (!found || before(best.pos, q)) {
+			best, found = t, true
+		}
+	}
+	return best, found
+}
+
+// resendWindow bounds how far back the older answers re-sent again are
+// drawn from: well inside the agent's journal retention (10 000 records a
+// device), so none of them can have been pruned.
+const resendWindow = 2000
+
+// due returns the answers to re-send after a cut at cutAt: every
+// resendable answer that came before it and was not re-sent yet, and up to
+// sample earlier ones drawn with r (they must survive every later cut too).
+func (l *ledger) due(cutAt time.Time, sample int, r *rand.Rand) []*plAck {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var due, later []*plAck
+	for _, a := range l.unchecked {
+		if a.At.Before(cutAt) {
+			due = append(due, a)
+		} else {
+			later = append(later, a)
+		}
+	}
+	l.unchecked = later
+	recent := l.acks[max(0, len(l.acks)-resendWindow):]
+	for range sample {
+		if len(recent) == 0 {
+			break
+		}
+		if a := recent[r.IntN(len(recent))]; a.resent > 0 && resendable(a.Code) && !contains(due, a) {
+			due = append(due, a)
+		}
+	}
+	return due
+}
+
+func contains(s []*plAck, a *plAck) bool {
+	for _, b := range s {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}
+
+// expected returns what a re-send of a must answer now.
+func (l *ledger) expected(a *plAck) protocol.Code {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return a.expect
+}
+
+// resent records the answer to a re-send of a and its verdict ("" if it
+// passed); a passing answer becomes what the next re-send must answer.
+func (l *ledger) resent(a *plAck, res protocol.Result, verdict string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a.resent++
+	if verdict == "" && res.Code != "" && res.Code != protocol.CodeBusy {
+		a.expect = res.Code
+	}
+	_ = l.out.Encode(map[string]any{"kind": "resend", "id": a.ID, "device": a.Device, "round": l.round,
+		"code": res.Code, "duplicate": res.Duplicate, "answered_before": a.Code, "verdict": verdict, "at": stamp(time.Now())})
+}
+
+// violate records a broken rule once.
+func (l *ledger) violate(rule, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.violateLocked(rule, msg)
+}
+
+func (l *ledger) violateLocked(rule, msg string) {
+	if l.seen[rule+msg] {
+		return
+	}
+	l.seen[rule+msg] = true
+	l.violations = append(l.violations, plViolation{Rule: rule, Round: l.round, Msg: msg})
+	_ = l.out.Encode(map[string]any{"kind": "violation", "rule": rule, "round": l.round, "msg": msg})
+}
+
+// note records a remark once.
+func (l *ledger) note(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen["note:"+msg] {
+		return
+	}
+	l.seen["note:"+msg] = true
+	l.notes = append(l.notes, msg)
+	_ = l.out.Encode(map[string]any{"kind": "note", "round": l.round, "msg": msg})
+}
+
+// notesFrom returns the notes recorded from index i on.
+func (l *ledger) notesFrom(i int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.notes[min(i, len(l.notes)):]...)
+}
+
+// violationsFrom returns the violations recorded from index i on.
+func (l *ledger) violationsFrom(i int) []plViolation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]plViolation(nil), l.violations[min(i, len(l.violations)):]...)
+}
+
+// answersIn counts the answers recorded in round r.
+func (l *ledger) answersIn(r int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for i := len(l.acks) - 1; i >= 0 && l.acks[i].Round >= r; i-- {
+		if l.acks[i].Round == r {
+			n++
+		}
+	}
+	return n
+}
+
+// tally adds the answers' counts to s.
+func (l *ledger) tally(s *PowerLossSummary) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.acks {
+		s.Codes[a.Code]++
+		if a.Code != protocol.CodeBusy {
+			s.Acked++
+		}
+		if a.Code == protocol.CodeInDoubt {
+			s.InDoubt++
+		}
+	}
+	s.Unanswered, s.Notes = l.unanswered, len(l.notes)
+	for _, v := range l.violations {
+		s.Violations[v.Rule]++
+	}
+}
+
+func stamp(t time.Time) string { return t.Format("15:04:05.000000") }
