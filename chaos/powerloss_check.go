@@ -53,9 +53,6 @@ func resend(ctx context.Context, c *supervisor.Client, led *ledger, due []*plAck
 				if verdict != "" {
 					led.violate(RuleResend, verdict)
 				}
-				if note := noteResend(a, expect, res); note != "" {
-					led.note(note)
-				}
 				mu.Lock()
 				st.count(expect, res, verdict)
 				mu.Unlock()
@@ -94,7 +91,9 @@ func (st *resendStats) count(expect protocol.Code, res protocol.Result, verdict 
 // in_doubt. stale_token must come back stale_token: the fence only rises,
 // and a command refused as stale was never journaled as accepted. expired
 // said the command was not applied: a re-send (with a new deadline) may be
-// applied now, but must not find it journaled under another answer. An
+// applied now, but must not find it journaled under another answer (in
+// doubt included: the agent once answered a late retry expired while its
+// first send was accepted; a retry of a journaled id now gets the journal). An
 // idempotent command in doubt is accepted again, so any answer passes.
 func judgeResend(a *plAck, expect protocol.Code, res protocol.Result) string {
 	if res.Code == "" || res.Code == protocol.CodeBusy {
@@ -104,10 +103,10 @@ func judgeResend(a *plAck, expect protocol.Code, res protocol.Result) string {
 		a.ID, a.Op, argsText(a.Args), a.Device, a.Epoch, a.Seq, expect, a.Round, res.Code, res.Duplicate)
 	switch {
 	case expect == protocol.CodeExpired:
-		if res.Duplicate && res.Code != protocol.CodeExpired && res.Code != protocol.CodeInDoubt {
-			return what + ": it had been journaled with a result, yet a send of it was answered expired"
+		if res.Duplicate && res.Code != protocol.CodeExpired {
+			return what + ": it had been journaled (accepted before the cut), yet a send of it was answered expired — not applied"
 		}
-		return "" // in_doubt: allowed by rule 1, but see noteResend
+		return ""
 	case expect == protocol.CodeStaleToken:
 		if res.Code == protocol.CodeStaleToken {
 			return ""
@@ -123,20 +122,6 @@ func judgeResend(a *plAck, expect protocol.Code, res protocol.Result) string {
 		return what + ": applied afresh — the journal forgot it"
 	}
 	return what + ": not its journaled answer — the agent did not know the command"
-}
-
-// noteResend returns a note on a re-send that rule 1 allows but that
-// contradicts an earlier answer: a command answered expired (not applied)
-// found journaled as accepted, now in_doubt. The agent compares deadline_ms
-// before it looks the id up in its journal, so a retry that comes after
-// the deadline is answered expired while the first send is accepted and
-// in flight; the cut then left it in doubt.
-func noteResend(a *plAck, expect protocol.Code, res protocol.Result) string {
-	if expect != protocol.CodeExpired || res.Code != protocol.CodeInDoubt || !res.Duplicate {
-		return ""
-	}
-	return fmt.Sprintf("command %s (%s on %s, token %d.%d) was answered expired in run %d, yet the agent had accepted it: in_doubt after the cut",
-		a.ID, a.Op, a.Device, a.Epoch, a.Seq, a.Round)
 }
 
 func argsText(args any) string {

@@ -149,7 +149,7 @@ func TestPowerLossJudgeResend(t *testing.T) {
 		{"expired, applied now", set, protocol.CodeExpired, res(protocol.CodeOK, false), false},
 		{"expired, journaled expired", set, protocol.CodeExpired, res(protocol.CodeExpired, true), false},
 		{"expired, but had been applied", set, protocol.CodeExpired, res(protocol.CodeOK, true), true},
-		{"expired, but had been in flight (a note)", set, protocol.CodeExpired, res(protocol.CodeInDoubt, true), false},
+		{"expired, but had been in flight", set, protocol.CodeExpired, res(protocol.CodeInDoubt, true), true},
 		{"no answer", set, protocol.CodeOK, res("", false), false},
 		{"busy", set, protocol.CodeOK, res(protocol.CodeBusy, false), false},
 	}
@@ -157,12 +157,6 @@ func TestPowerLossJudgeResend(t *testing.T) {
 		if got := judgeResend(c.a, c.expect, c.res); (got != "") != c.bad {
 			t.Errorf("%s: verdict %q, want violation %v", c.name, got, c.bad)
 		}
-	}
-	if noteResend(set, protocol.CodeExpired, res(protocol.CodeInDoubt, true)) == "" {
-		t.Error("no note on a command answered expired and found in doubt after the cut")
-	}
-	if n := noteResend(set, protocol.CodeOK, res(protocol.CodeInDoubt, true)); n != "" {
-		t.Errorf("note %q on an applied command found in doubt", n)
 	}
 }
 

@@ -46,3 +46,16 @@ func TestParseArgsDefaults(t *testing.T) {
 		t.Fatalf("parsed %+v, %v", o, err)
 	}
 }
+
+// --power-loss takes only --cuts, --seed and --out.
+func TestParseArgsPowerLoss(t *testing.T) {
+	c, err := parseArgs(strings.Fields("--power-loss --cuts 5 --seed 3 --out x"), io.Discard)
+	if err != nil || c.powerLoss == nil || c.powerLoss.Cuts != 5 || c.powerLoss.Seed != 3 || !strings.HasPrefix(c.powerLoss.Out, "/") {
+		t.Fatalf("parsed %+v, %v", c.powerLoss, err)
+	}
+	for _, args := range []string{"--power-loss --schedules 3", "--power-loss --cuts 0", "--power-loss --broker mosquitto"} {
+		if _, err := parseArgs(strings.Fields(args), io.Discard); err == nil {
+			t.Errorf("parseArgs(%s) = nil error, want a refusal", args)
+		}
+	}
+}
