@@ -305,6 +305,8 @@ func (in *install) unexpectedExits() []string {
 func (in *install) dumpGoroutines() {
 	procs := append(slices.Clone(in.controllers), in.agents...)
 	if in.plan.Options["broker"] != "mosquitto" {
+		_ = in.broker.signal(syscall.SIGUSR1) // its sessions and subscriptions first
+		time.Sleep(300 * time.Millisecond)
 		procs = append(procs, in.broker)
 	}
 	for _, p := range procs {

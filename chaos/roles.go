@@ -79,8 +79,16 @@ func runBroker(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	fmt.Println("ready", b.Addr())
-	<-ctx.Done()
-	return b.Close()
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1) // the harness asks for the sessions when progress stalls
+	for {
+		select {
+		case <-usr1:
+			b.DescribeSessions(os.Stderr)
+		case <-ctx.Done():
+			return b.Close()
+		}
+	}
 }
 
 // runController runs lease/server with the config file args[0], as

@@ -102,10 +102,13 @@ func checkAfterAcknowledged(cmds []history.Op, byID map[deviceID][]entry) []Viol
 	return vs
 }
 
-// undecided are answers that decide nothing about a command: it was not
-// queued (busy) or the agent could not journal it (internal), so a retry
-// is decided afresh.
-var undecided = map[string]bool{string(protocol.CodeBusy): true, string(protocol.CodeInternal): true}
+// undecided are answers that need decide nothing about a command: it was
+// not queued (busy), the agent could not journal it (internal), or its
+// deadline had passed on arrival (expired; a retry carries a deadline of
+// its own and is decided afresh — from outside, that expired cannot be
+// told from one journaled after a wait in the queue).
+var undecided = map[string]bool{string(protocol.CodeBusy): true, string(protocol.CodeInternal): true,
+	string(protocol.CodeExpired): true}
 
 // checkSameAnswer is I4's a retried command gets the same result back:
 // every decided answer to one (device, id) has the same code — except that

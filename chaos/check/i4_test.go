@@ -143,21 +143,21 @@ func TestInDoubtAroundCrashPasses(t *testing.T) {
 	}
 }
 
-// A retry answered differently from an earlier decided answer fails (the
-// harness found an agent answering expired, then in_doubt, for one
-// command journaled before a crash); busy and internal decide nothing,
-// and an idempotent command in doubt may be applied again.
+// A retry answered differently from an earlier decided answer fails;
+// busy, internal and expired decide nothing, and an idempotent command in
+// doubt may be applied again.
 func TestRetryAnsweredDifferentlyFails(t *testing.T) {
 	kill := []history.Fault{fault("kill-agent", "agent1", 15, 30)}
 	r := Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Faults: kill, Ops: []history.Op{
-		command("sup1", "fw1", "c1", "d1", 1, 1, "expired", 10, 40),
+		command("sup1", "fw1", "c1", "d1", 1, 1, "device_error", 10, 40),
 		command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 41, 42),
 	}})
-	wantViolation(t, r, I4, "retry answered differently", `id "c1"`, "answered expired", "answered in_doubt")
+	wantViolation(t, r, I4, "retry answered differently", `id "c1"`, "answered device_error", "answered in_doubt")
 	wantClean(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Faults: kill,
 		Ops: []history.Op{
 			command("sup1", "fw1", "c1", "d1", 1, 1, "busy", 5, 8),
 			command("sup1", "fw1", "c1", "d1", 1, 1, "internal", 9, 10),
+			command("sup1", "fw1", "c1", "d1", 1, 1, "expired", 9, 10),
 			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 10, 40)),
 			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "ok", 41, 42)),
 			idem(command("sup1", "fw1", "c1", "d1", 1, 1, "ok", 43, 44)),

@@ -2,8 +2,12 @@ package mqtt
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
@@ -76,4 +80,36 @@ func (e *Embedded) Close() error {
 		return fmt.Errorf("embedded broker: close: %w", err)
 	}
 	return nil
+}
+
+// DescribeSessions writes, for debugging, every client the broker knows
+// with its subscriptions, and for each subscription whether the broker's
+// topic index delivers to that client: a session whose subscriptions are
+// not in the index receives nothing.
+func (e *Embedded) DescribeSessions(w io.Writer) {
+	clients := e.srv.Clients.GetAll()
+	ids := slices.Sorted(maps.Keys(clients))
+	for _, id := range ids {
+		cl := clients[id]
+		fmt.Fprintf(w, "session %q remote %s closed %v taken-over %v\n", id, cl.Net.Remote, cl.Closed(), cl.IsTakenOver())
+		for filter := range cl.State.Subscriptions.GetAll() {
+			_, indexed := e.srv.Topics.Subscribers(sampleTopic(filter)).Subscriptions[id]
+			fmt.Fprintf(w, "  subscription %q in the topic index: %v\n", filter, indexed)
+		}
+	}
+}
+
+// sampleTopic is a topic filter matches: wildcards replaced by a level name.
+func sampleTopic(filter string) string {
+	levels := strings.Split(filter, "/")
+	for i, l := range levels {
+		switch l {
+		case "+":
+			levels[i] = "x"
+		case "#":
+			levels = append(levels[:i], "x")
+			return strings.Join(levels, "/")
+		}
+	}
+	return strings.Join(levels, "/")
 }
