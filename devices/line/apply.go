@@ -16,9 +16,10 @@ import (
 //     a request that renders badly → device_error, nothing sent;
 //   - no port, or the port took none of the request in time →
 //     device_unavailable / device_timeout, nothing sent;
-//   - after a command that got no reply, the line must first stay silent
-//     for the settle period (late replies are drained); if it does not
-//     before ctx is done → device_timeout, nothing sent;
+//   - after a command that got no reply, the line must first carry no
+//     byte for the settle period (late replies are drained), and is then
+//     flushed; if it does not fall silent before ctx is done →
+//     device_timeout, nothing sent;
 //   - a line matching the error pattern → device_error with the device's
 //     message; the success pattern → output (named groups and "reply");
 //     right after a command that got no reply, a second matching line
@@ -85,23 +86,32 @@ func (d *Device) sendFailed(n, size int, err error) error {
 		Message: fmt.Sprintf("the port took %d of the request's %d bytes before failing; it may have reached the device", n, size)}
 }
 
-// settle waits until nothing has arrived for the settle period, discarding
-// what does: late replies to the command that got none.
+// settle waits until the line has carried no byte for the settle period
+// (counted from now at the earliest), discarding what arrives: late
+// replies to the command that got none. Bytes count, not lines: a reply
+// still trickling in keeps the line busy.
 func (d *Device) settle(ctx context.Context) error {
-	t := time.NewTimer(d.settleFor)
-	defer t.Stop()
-	drained := 0
+	start, drained := time.Now(), 0
 	for {
+		last := d.dec.lastInput()
+		if start.After(last) {
+			last = start
+		}
+		wait := time.Until(last.Add(d.settleFor))
+		if wait <= 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return &devices.Error{Code: devices.CodeDeviceTimeout, Err: context.Cause(ctx),
 				Message: fmt.Sprintf("the device did not fall silent after a command without a reply (%d lines drained); nothing was sent", drained)}
 		case m := <-d.link.Recv():
+			t.Stop()
 			drained++
 			d.log.Warn("late input from device discarded", "bytes", fmt.Sprintf("%q", serial.Truncate(m.Data, 64)))
-			t.Reset(d.settleFor)
 		case <-t.C:
-			return nil
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Device struct {
 	ops     map[string]opSpec
 	caps    devices.Capabilities
 	link    *serial.Link
+	dec     *watched // the link's decoder, for settle
 	log     *slog.Logger
 	// settleFor is Config.Settle with its default.
 	settleFor time.Duration
@@ -71,7 +72,8 @@ func Open(device string, cfg Config, log *slog.Logger) (*Device, error) {
 	for name, op := range ops {
 		d.caps.Ops[name] = devices.Op{Idempotent: op.Idempotent}
 	}
-	if d.link, err = serial.Dial(cfg.Port, serial.NewLineDecoder(d.maxLine), log); err != nil {
+	d.dec = &watched{Decoder: serial.NewLineDecoder(d.maxLine)}
+	if d.link, err = serial.Dial(cfg.Port, d.dec, log); err != nil {
 		return nil, fmt.Errorf("line: %w", err)
 	}
 	return d, nil
