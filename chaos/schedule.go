@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -163,4 +164,51 @@ func writeJSON(path string, v any) error {
 // scheduleDir is where the schedule of seed keeps its files under out.
 func scheduleDir(out string, seed uint64) string {
 	return filepath.Join(out, fmt.Sprintf("schedule-%d", seed))
+}
+
+// Recheck judges again the kept schedules in dirs (each a schedule-SEED
+// directory of an earlier campaign) with this build's checker, printing a
+// line per schedule and, last, "N schedules, V violations". It returns
+// the exit code, as Run does.
+func Recheck(dirs []string, w io.Writer) int {
+	violations, errs := 0, 0
+	for _, dir := range dirs {
+		plan, err := readPlan(filepath.Join(dir, "plan.json"))
+		if err != nil {
+			fmt.Fprintf(w, "%s: HARNESS ERROR: %v\n", dir, err)
+			errs++
+			continue
+		}
+		healed := int64(0)
+		if faults, err := history.Read[history.Fault](filepath.Join(dir, "faults.history")); err == nil {
+			for _, f := range faults {
+				healed = max(healed, f.End)
+			}
+		}
+		if probe, err := history.Read[history.Op](filepath.Join(dir, "probe.history")); err == nil && len(probe) > 0 {
+			healed = max(healed, probe[0].Start) // the probe starts once every fault healed
+		}
+		r, err := judge(&install{plan: plan, dir: dir}, healed)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "%s: HARNESS ERROR: %v\n", dir, err)
+			errs++
+		case len(r.Violations) > 0:
+			violations++
+			fmt.Fprintf(w, "%s: VIOLATION (%d)\n", dir, len(r.Violations))
+			for _, v := range r.Violations {
+				fmt.Fprintf(w, "  %s\n", v)
+			}
+		default:
+			fmt.Fprintf(w, "%s: ok\n", dir)
+		}
+	}
+	fmt.Fprintf(w, "%d schedules, %d violations\n", len(dirs), violations)
+	switch {
+	case violations > 0:
+		return ExitViolation
+	case errs > 0:
+		return ExitHarness
+	}
+	return ExitOK
 }

@@ -6,11 +6,13 @@
 //	fencechaos [--schedules N] [--duration D] [--seed S] [--out DIR] [--parallel P]
 //	           [--broker embedded|mosquitto] [--store bbolt|etcd] [--keep]
 //	fencechaos --power-loss [--cuts N] [--seed S] [--out DIR]
+//	fencechaos --recheck DIR...
 //
 // --power-loss runs power-cut campaigns instead: one agent whose data,
 // apply logs and fence files live on a file system that forgets unsynced
 // writes (internal/lossyfs; needs root and /dev/fuse); the last line is
-// "N cuts, V violations".
+// "N cuts, V violations". --recheck judges kept schedule directories
+// (schedule-SEED/) again with this build's checker.
 //
 // Exit status: 0 when no invariant was violated, 1 on a violation, 2 on a
 // harness error. The last line of output is "N schedules, V violations".
@@ -45,9 +47,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
-	if cmd.powerLoss != nil {
+	switch {
+	case cmd.recheck != nil:
+		code = chaos.Recheck(cmd.recheck, os.Stdout)
+	case cmd.powerLoss != nil:
 		code = chaos.RunPowerLoss(ctx, *cmd.powerLoss, os.Stdout)
-	} else {
+	default:
 		code = chaos.Run(ctx, cmd.Options, os.Stdout)
 	}
 	stop()
@@ -59,6 +64,7 @@ func main() {
 type command struct {
 	chaos.Options
 	powerLoss *chaos.PowerLossOptions
+	recheck   []string // schedule directories to judge again
 }
 
 // parseArgs parses the command line.
@@ -78,8 +84,15 @@ func parseArgs(args []string, stderr io.Writer) (command, error) {
 	fs.BoolVar(&o.Keep, "keep", false, "keep every schedule's files, not only failing ones")
 	powerLoss := fs.Bool("power-loss", false, "power-cut campaign of one agent on a lossy file system instead (root, /dev/fuse; docs/reliability.md)")
 	cuts := fs.Int("cuts", 100, "with --power-loss: power cuts to run")
+	recheck := fs.Bool("recheck", false, "judge again, with this build's checker, the kept schedule directories given as arguments")
 	if err := fs.Parse(args); err != nil {
 		return cmd, err
+	}
+	if *recheck {
+		if fs.NArg() == 0 {
+			return cmd, fmt.Errorf("--recheck: name at least one schedule directory")
+		}
+		return command{recheck: fs.Args()}, nil
 	}
 	if fs.NArg() > 0 {
 		return cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0))
