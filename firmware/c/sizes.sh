@@ -74,7 +74,12 @@ C
   echo "-- $cpu: fg_token_verify + Monocypher Ed25519, linked: $((app - empty)) bytes of code over an empty program"
 }
 
-if command -v arm-none-eabi-gcc >/dev/null 2>&1; then
+arm_ok() {
+  command -v arm-none-eabi-gcc >/dev/null 2>&1 &&
+    echo '#include <string.h>' | arm-none-eabi-gcc -mthumb -mcpu=cortex-m4 -x c -c - -o "$out/probe.o" 2>/dev/null
+}
+
+if arm_ok; then
   arm-none-eabi-gcc --version | head -1
   measure cortex-m0plus arm-none-eabi-gcc arm-none-eabi-size arm-none-eabi-nm -mcpu=cortex-m0plus -mthumb
   measure cortex-m4 arm-none-eabi-gcc arm-none-eabi-size arm-none-eabi-nm -mcpu=cortex-m4 -mthumb
@@ -83,7 +88,7 @@ if command -v arm-none-eabi-gcc >/dev/null 2>&1; then
     linked cortex-m4
   fi
 else
-  echo "arm-none-eabi-gcc is not installed: host sizes only (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)"
+  echo "arm-none-eabi-gcc (with newlib) is not installed: host sizes only (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)"
   gcc --version | head -1
   measure host gcc size nm
 fi

@@ -7,7 +7,9 @@
 # library's code and RAM for Cortex-M (arm-none-eabi-gcc) or, without that
 # compiler, for the host.
 #
-# Needs (Debian): gcc clang pkg-config libsodium-dev libmosquitto-dev;
+# Needs (Debian): gcc clang libclang-rt-14-dev (clang's sanitizer and
+# libFuzzer runtimes, only recommended by clang) pkg-config libsodium-dev
+# libmosquitto-dev;
 # optional: gcc-arm-none-eabi libnewlib-arm-none-eabi (the Cortex-M sizes).
 # Exits non-zero on the first failure.
 set -euo pipefail
@@ -53,6 +55,10 @@ for cc in gcc clang; do
 done
 
 echo "== clang: AddressSanitizer + UndefinedBehaviorSanitizer"
+if ! echo 'int main(void) { return 0; }' | clang -x c -fsanitize=address,undefined,fuzzer-no-link - -o "$out/probe" 2>/dev/null; then
+  echo "test.sh: clang's sanitizer runtimes are missing (apt-get install libclang-rt-dev, e.g. libclang-rt-14-dev)"
+  exit 1
+fi
 san=(-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
 build clang test_vectors-asan "${san[@]}" tests/testutil.c tests/test_vectors.c
 build clang test_fence-asan "${san[@]}" tests/testutil.c tests/test_fence.c
