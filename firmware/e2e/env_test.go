@@ -67,7 +67,7 @@ func startMosquitto(t *testing.T, dir string) string {
 	bin, err := exec.LookPath("mosquitto")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/mosquitto"); serr != nil {
-			t.Skip("mosquitto is not installed (apt-get install mosquitto); CI installs it")
+			t.Skip("mosquitto is not installed (apt-get install mosquitto); .ci/run installs it")
 		}
 		bin = "/usr/sbin/mosquitto"
 	}

@@ -54,9 +54,12 @@ int fg_position_compare(uint64_t epoch1, uint64_t seq1, uint64_t epoch2, uint64_
     return 0;
 }
 
+/* same_domain compares the domains; a length over FG_MAX_ID_LEN (a token
+ * built by hand) never matches, so no copy is read past its end. */
 static int same_domain(const fg_token *a, const fg_token *b)
 {
-    return a->domain_len == b->domain_len && memcmp(a->domain, b->domain, a->domain_len) == 0;
+    return a->domain_len == b->domain_len && a->domain_len <= FG_MAX_ID_LEN &&
+           memcmp(a->domain, b->domain, a->domain_len) == 0;
 }
 
 fg_status fg_token_compare(const fg_token *a, const fg_token *b, int *order)
@@ -74,5 +77,6 @@ fg_status fg_token_compare(const fg_token *a, const fg_token *b, int *order)
 int fg_token_same_lease(const fg_token *a, const fg_token *b)
 {
     return same_domain(a, b) && a->epoch == b->epoch && a->seq == b->seq && a->issued_at == b->issued_at &&
-           a->holder_len == b->holder_len && memcmp(a->holder, b->holder, a->holder_len) == 0;
+           a->holder_len == b->holder_len && a->holder_len <= FG_MAX_ID_LEN &&
+           memcmp(a->holder, b->holder, a->holder_len) == 0;
 }

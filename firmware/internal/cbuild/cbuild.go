@@ -39,12 +39,12 @@ func Require(tb testing.TB, libs ...string) {
 	tb.Helper()
 	for _, tool := range []string{"cc", "pkg-config"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			tb.Skipf("%s is not installed (apt-get install %s); CI installs it", tool, aptPackage[tool])
+			tb.Skipf("%s is not installed (apt-get install %s); .ci/run installs it", tool, aptPackage[tool])
 		}
 	}
 	for _, lib := range libs {
 		if err := exec.Command("pkg-config", "--exists", lib).Run(); err != nil {
-			tb.Skipf("pkg-config finds no %s (apt-get install %s); CI installs it", lib, aptPackage[lib])
+			tb.Skipf("pkg-config finds no %s (apt-get install %s); .ci/run installs it", lib, aptPackage[lib])
 		}
 	}
 }
