@@ -125,6 +125,7 @@ func (w *worker) send(ctx context.Context, l *supervisor.Lease, id, dev, op stri
 	rec := w.commandOp(l.Fence(), id, dev, op, args)
 	cctx, cancel := w.commandContext(ctx)
 	defer cancel()
+	rec.Deadline = deadlineOf(cctx, l.ValidUntil()) // as the SDK computes it
 	res, err := l.SendID(cctx, id, dev, op, args)
 	if res.Code == "" && errors.Is(err, supervisor.ErrLeaseLost) && !errors.Is(err, supervisor.ErrNoResult) {
 		return "" // refused before sending
@@ -157,6 +158,7 @@ func (w *worker) sendRaw(ctx context.Context, tok fence.Token, id, dev, op strin
 	rec.Stale = stale
 	cctx, cancel := w.commandContext(ctx)
 	defer cancel()
+	rec.Deadline = deadlineOf(cctx, time.Time{})
 	res, err := w.c.SendID(cctx, id, tok.Raw, dev, op, args)
 	w.recordResult(rec, res, err)
 }
@@ -182,6 +184,19 @@ func (w *worker) recordResult(rec history.Op, res protocol.Result, err error) {
 	if werr := w.rec.Write(rec); werr != nil {
 		panic(werr)
 	}
+}
+
+// deadlineOf is the deadline_ms a command sent now under ctx carries: the
+// earlier of ctx's deadline and validUntil (if set), in Unix ns.
+func deadlineOf(ctx context.Context, validUntil time.Time) int64 {
+	d, ok := ctx.Deadline()
+	if !validUntil.IsZero() && (!ok || validUntil.Before(d)) {
+		d, ok = validUntil, true
+	}
+	if !ok {
+		return 0
+	}
+	return d.UnixNano()
 }
 
 // commandContext bounds one command: 4 TTLs, whatever is left of the

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate/chaos/history"
 	"github.com/fencegate/fencegate/protocol"
@@ -172,10 +173,21 @@ func doubleApplyFault(ix *index, a, b entry, answeredInDoubt bool) string {
 		strings.Join(ix.doubtKeys, ", "))
 }
 
+// ranIntoDeadline reports whether o was answered at (or after) its own
+// deadline: an agent that gives up on a command in its driver at the
+// deadline answers in_doubt, with no crash.
+func ranIntoDeadline(o history.Op) bool {
+	return o.Deadline != 0 && o.End+int64(deadlineResolution) >= o.Deadline
+}
+
+// deadlineResolution allows for deadline_ms's whole milliseconds.
+const deadlineResolution = 2 * time.Millisecond
+
 // checkInDoubt is I4's in_doubt only around a crash: every command answered
 // in_doubt was in flight while a fault of a DoubtFaults kind was in effect
 // on its device — between its first send and that answer (a later retry
-// of it gets the journaled in_doubt).
+// of it gets the journaled in_doubt) — or ran into its own deadline in the
+// driver (ranIntoDeadline).
 func checkInDoubt(ix *index, cmds []history.Op) []Violation {
 	since := map[deviceID]int64{} // the command's first send
 	for _, o := range cmds {      // sorted by start
@@ -185,7 +197,7 @@ func checkInDoubt(ix *index, cmds []history.Op) []Violation {
 	}
 	var vs []Violation
 	for _, o := range cmds {
-		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ix.doubtFaultIn(o.Device, since[deviceID{o.Device, o.ID}], o.End) {
+		if !o.Answered() || o.Code != string(protocol.CodeInDoubt) || ranIntoDeadline(o) || ix.doubtFaultIn(o.Device, since[deviceID{o.Device, o.ID}], o.End) {
 			continue
 		}
 		vs = append(vs, Violation{I4, fmt.Sprintf("in_doubt without a crash: %s, but no fault of kinds [%s] was in effect in that interval",

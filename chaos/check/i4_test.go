@@ -175,3 +175,13 @@ func TestInDoubtRetryAfterTheCrashPasses(t *testing.T) {
 			command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 60, 61),
 		}}))
 }
+
+// An in_doubt answer at the command's own deadline is the driver giving up
+// at that deadline: no crash needed. One well before it needs one.
+func TestInDoubtAtDeadlinePasses(t *testing.T) {
+	o := command("sup1", "fw1", "c1", "d1", 1, 1, "in_doubt", 10, 40)
+	o.Deadline = ms(40)
+	wantClean(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Ops: []history.Op{o}}))
+	o.Deadline = ms(400)
+	wantViolation(t, Check(Input{Domains: twoDevices, DoubtFaults: doubtKinds, Ops: []history.Op{o}}), I4, "in_doubt without a crash")
+}

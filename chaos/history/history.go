@@ -47,6 +47,10 @@ type Op struct {
 	Op         string          `json:"op,omitempty"`
 	Idempotent bool            `json:"idempotent,omitempty"`
 	Args       json.RawMessage `json:"args,omitempty"`
+	// Deadline is the command's deadline_ms as sent (Unix ns; 0: none):
+	// an agent that gives up on a command in its driver at this deadline
+	// answers in_doubt, with no crash.
+	Deadline int64 `json:"deadline,omitempty"`
 	// Stale marks a command sent on purpose with a lease its sender knew
 	// might be superseded (a holder waking from a stall).
 	Stale bool `json:"stale,omitempty"`
