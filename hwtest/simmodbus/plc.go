@@ -178,8 +178,11 @@ func (p *PLC) loadFence() error {
 			return fmt.Errorf("simmodbus: %w", err)
 		default:
 			var s stateFile
-			if err := json.Unmarshal(b, &s); err != nil || len(s.Words) != f.Words {
-				return fmt.Errorf("simmodbus: state file %s: want %d fence words (%v)", p.cfg.StateFile, f.Words, err)
+			if err := json.Unmarshal(b, &s); err != nil {
+				return fmt.Errorf("simmodbus: state file %s: %w", p.cfg.StateFile, err)
+			}
+			if len(s.Words) != f.Words {
+				return fmt.Errorf("simmodbus: state file %s holds %d fence words, want %d", p.cfg.StateFile, len(s.Words), f.Words)
 			}
 			copy(p.highest, s.Words)
 		}
