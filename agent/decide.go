@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
@@ -122,7 +123,23 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	if !d.caps.Supports(cmd.Op) {
 		return p, ptr(d.reject(cmd.ID, protocol.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
 	}
+	if c, ok := d.driver.(devices.ArgsChecker); ok && !d.journaled(cmd.ID) {
+		if err := c.CheckArgs(cmd.Op, cmd.Args); err != nil {
+			return p, ptr(d.reject(cmd.ID, argsCode(err), err.Error()))
+		}
+	}
 	return p, nil
+}
+
+// argsCode is the answer's code for a driver's refusal of args before
+// acceptance: the error's code if it is one a refusal may have, else
+// bad_request.
+func argsCode(err error) protocol.Code {
+	switch c := devices.CodeOf(err); c {
+	case protocol.CodeUnknownOp, protocol.CodeBadRequest:
+		return c
+	}
+	return protocol.CodeBadRequest
 }
 
 // journaled reports whether the device's journal holds id (a retry). A

@@ -80,6 +80,16 @@ type AvailabilityReporter interface {
 	OnAvailability(handler func(available bool, reason string))
 }
 
+// ArgsChecker is implemented by drivers that can tell, without any I/O,
+// that Apply would refuse a command's args (a point the device lacks, a
+// value out of range). The agent asks before it accepts a command, so such
+// a command is answered before it raises the fence or reaches the journal.
+// CheckArgs returns nil or an error carrying a Code (bad_request,
+// unknown_op); it must be safe to call concurrently with Apply.
+type ArgsChecker interface {
+	CheckArgs(op string, args json.RawMessage) error
+}
+
 // MaxOutputBytes caps the output of one command, for every driver: a larger
 // output is dropped and the command reported device_error (the command did
 // reach the device; the message says so). Drivers should stay well below it.
