@@ -22,7 +22,7 @@ import (
 type PowerLossOptions struct {
 	Cuts int    // power cuts to run, at least 1
 	Seed uint64 // draws the devices, the load and every cut (moment, tearing); 0 draws one
-	Out  string // the run's files go to a new directory under Out, kept on a violation, a note or a harness error
+	Out  string // the run's files go to a new directory under Out, kept on a violation or a harness error
 	Self string // the fencechaos binary, which runs the broker, the controller and the agent
 }
 
@@ -51,7 +51,6 @@ type PowerLossSummary struct {
 	ProbesStale int                   // … answered stale_token
 	Applies     int                   // distinct applies seen in the devices' logs (rule 3)
 	TornLines   int                   // apply-log lines that start with a torn write
-	Notes       int                   // answers the rules allow that contradict an earlier one (see noteResend)
 	Violations  map[string]int        // by rule (RuleResend, RuleFence, RuleApplyLog, RuleRestart)
 	Took        time.Duration
 }
@@ -135,7 +134,7 @@ func runPowerLoss(ctx context.Context, o PowerLossOptions, w io.Writer) (PowerLo
 		fmt.Fprintf(w, "HARNESS ERROR: %v\n", err)
 	}
 	fmt.Fprint(w, sum.Table())
-	if sum.Total() > 0 || sum.Notes > 0 || err != nil { // the files are kept for a look
+	if sum.Total() > 0 || err != nil { // the files are kept for a look
 		fmt.Fprintf(w, "seed %d; files: %s\nreplay: %s\n", sum.Seed, sum.Dir, ReplayPowerLoss(o, sum.Seed))
 	} else if sum.Dir != "" {
 		_ = os.RemoveAll(sum.Dir)
@@ -272,13 +271,13 @@ func (pr *plRun) startLoad(ctx context.Context, n int) error {
 // harness error, when ctx ends, or when the agent does not come back.
 func (pr *plRun) loop(ctx context.Context, sum *PowerLossSummary) error {
 	for k := 1; k <= pr.o.Cuts; k++ {
-		from, notesFrom := len(pr.led.violationsFrom(0)), len(pr.led.notesFrom(0))
+		from := len(pr.led.violationsFrom(0))
 		res, err := pr.round(ctx, k)
 		if res.cut {
 			sum.add(res)
 		}
 		vs := pr.led.violationsFrom(from)
-		pr.report(k, res, vs, pr.led.notesFrom(notesFrom))
+		pr.report(k, res, vs)
 		if err != nil {
 			return err
 		}
@@ -447,15 +446,10 @@ func (s *PowerLossSummary) add(r roundResult) {
 }
 
 // report prints cut k's line and its violations.
-func (pr *plRun) report(k int, r roundResult, vs []plViolation, notes []string) {
+func (pr *plRun) report(k int, r roundResult, vs []plViolation) {
 	if !r.cut {
 		return
 	}
-	defer func() {
-		for _, n := range notes[:min(len(notes), plPrintMax)] {
-			fmt.Fprintf(pr.w, "  note: %s\n", n)
-		}
-	}()
 	kind := "clean"
 	if r.torn {
 		kind = "torn"
@@ -498,7 +492,6 @@ func (s PowerLossSummary) Table() string {
 	row("re-sent checks (rule 1)", "%d judged, %d unanswered", s.Resent, s.ResentLost)
 	row("stale-token probes (rule 2)", "%d, %d answered stale_token", s.Probes, s.ProbesStale)
 	row("applies in the logs (rule 3)", "%d distinct, %d torn lines", s.Applies, s.TornLines)
-	row("notes", "%d answered expired, found accepted after the cut (in_doubt)", s.Notes)
 	for _, rule := range []string{RuleResend, RuleFence, RuleApplyLog, RuleRestart} {
 		row("violations "+rule, "%d", s.Violations[rule])
 	}

@@ -107,8 +107,7 @@ type ledger struct {
 	high       map[string][]highStep               // per domain: the highest acknowledged token, rising
 	tokens     map[string]map[[2]uint64]leaseToken // per domain: every lease token handed to a supervisor
 	violations []plViolation
-	notes      []string        // what the rules allow but looks wrong
-	seen       map[string]bool // violations and notes already recorded (the apply logs repeat theirs at every cut)
+	seen       map[string]bool // violations already recorded (the apply logs repeat theirs at every cut)
 	unanswered int
 	out        *json.Encoder // the run's history: answers and re-sends, one JSON line each
 }
@@ -283,25 +282,6 @@ func (l *ledger) violateLocked(rule, msg string) {
 	_ = l.out.Encode(map[string]any{"kind": "violation", "rule": rule, "round": l.round, "msg": msg})
 }
 
-// note records a remark once.
-func (l *ledger) note(msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen["note:"+msg] {
-		return
-	}
-	l.seen["note:"+msg] = true
-	l.notes = append(l.notes, msg)
-	_ = l.out.Encode(map[string]any{"kind": "note", "round": l.round, "msg": msg})
-}
-
-// notesFrom returns the notes recorded from index i on.
-func (l *ledger) notesFrom(i int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.notes[min(i, len(l.notes)):]...)
-}
-
 // violationsFrom returns the violations recorded from index i on.
 func (l *ledger) violationsFrom(i int) []plViolation {
 	l.mu.Lock()
@@ -335,7 +315,7 @@ func (l *ledger) tally(s *PowerLossSummary) {
 			s.InDoubt++
 		}
 	}
-	s.Unanswered, s.Notes = l.unanswered, len(l.notes)
+	s.Unanswered = l.unanswered
 	for _, v := range l.violations {
 		s.Violations[v.Rule]++
 	}
