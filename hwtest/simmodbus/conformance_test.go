@@ -74,10 +74,12 @@ func (s *suite) exception(t *testing.T) {
 func (s *suite) badRequest(t *testing.T) {
 	s.both(t, func(t *testing.T, tg target) {
 		before := requests(tg)
+		// Refused before acceptance (the agent asks the driver's CheckArgs):
+		// rejected, no fence raised, nothing journaled, nothing sent.
 		r := s.send(t, tg, tg.dev+"-bad", "write", `{"u16":65536}`)
-		expect(t, r, protocol.StatusFailed, protocol.CodeBadRequest)
+		expect(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 		r = s.send(t, tg, tg.dev+"-ro", "write", `{"missing":1}`)
-		expect(t, r, protocol.StatusFailed, protocol.CodeBadRequest)
+		expect(t, r, protocol.StatusRejected, protocol.CodeBadRequest)
 		if after := requests(tg); after != before {
 			t.Fatalf("the device got %d requests for refused args", after-before)
 		}
