@@ -236,12 +236,16 @@ func newIndex(in Input) *index {
 			ix.leaseOps[o.Domain] = append(ix.leaseOps[o.Domain], o)
 		}
 	}
-	sent, lines, doubted := firstSends(in.Ops), lineSpans(in), inDoubt(in.Ops)
+	sent, lines, doubted, answered := firstSends(in.Ops), lineSpans(in), inDoubt(in.Ops), answeredIDs(in.Ops)
 	for _, a := range in.Applies {
 		e := entry{Entry: a, n: len(ix.byDevice[a.Device]), started: a.Started.UnixNano(), at: a.At.UnixNano()}
 		e.reach = e.started
 		k := deviceID{a.Device, a.ID}
-		if t, ok := sent[k]; ok && t < e.started && (doubted[k] || heldByLine(lines[a.Device], t, e.started)) {
+		delivery := lineBacklog // no answer came: it may have sat behind others the line held
+		if answered[k] {
+			delivery = lineDelivery
+		}
+		if t, ok := sent[k]; ok && t < e.started && (doubted[k] || heldByLine(lines[a.Device], t, e.started, delivery)) {
 			e.reach = t
 		}
 		ix.byDevice[a.Device] = append(ix.byDevice[a.Device], e)
@@ -318,6 +322,18 @@ func firstSends(ops []history.Op) map[deviceID]int64 {
 	return m
 }
 
+// answeredIDs lists the commands with a decided answer: any but an
+// intake refusal or in_doubt.
+func answeredIDs(ops []history.Op) map[deviceID]bool {
+	m := map[deviceID]bool{}
+	for _, o := range ops {
+		if o.Kind == history.Command && o.Answered() && !refusedAtIntake[o.Code] && o.Code != string(protocol.CodeInDoubt) {
+			m[deviceID{o.Device, o.ID}] = true
+		}
+	}
+	return m
+}
+
 // inDoubt lists the commands answered in_doubt at least once.
 func inDoubt(ops []history.Op) map[deviceID]bool {
 	m := map[deviceID]bool{}
@@ -344,16 +360,22 @@ func lineSpans(in Input) map[string][][2]int64 {
 	return m
 }
 
-// lineDelivery bounds how long after a line fault healed the bytes it
-// held reach the device.
-const lineDelivery = int64(time.Second)
+// lineDelivery bounds how long after a line fault healed the bytes it held
+// reach the device, for a command the agent answered (its driver waited
+// for it); lineBacklog, for one without an answer, which may have queued
+// in the line behind requests the driver gave up on (each up to a device
+// timeout, 5 s in the harness).
+const (
+	lineDelivery = int64(time.Second)
+	lineBacklog  = int64(5 * time.Second)
+)
 
 // heldByLine reports whether a line fault may have held a command sent at
 // sent that the device took at took: the fault was in effect after the
-// send, and the device took the command by its heal plus lineDelivery.
-func heldByLine(spans [][2]int64, sent, took int64) bool {
+// send, and the device took the command by its heal plus delivery.
+func heldByLine(spans [][2]int64, sent, took, delivery int64) bool {
 	for _, s := range spans {
-		if s[0] <= took && s[1] >= sent && took <= s[1]+lineDelivery {
+		if s[0] <= took && s[1] >= sent && took <= s[1]+delivery {
 			return true
 		}
 	}

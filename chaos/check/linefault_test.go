@@ -52,3 +52,21 @@ func TestInDoubtCommandIsJudgedBySend(t *testing.T) {
 	in.Ops[0].Code = "ok"
 	wantViolation(t, Check(in), I2, "stale apply", `id "c1"`)
 }
+
+// A command without an answer that a stall held may reach its device well
+// after the heal — behind requests the driver gave up on while the line was
+// stalled (found by the harness: 1.4 s after the heal). One the agent
+// answered (its driver waited for it) may not come that late.
+func TestUnansweredCommandBehindAStallBacklog(t *testing.T) {
+	in := func(code string, end int) Input {
+		return Input{Domains: twoDevices, DoubtFaults: doubtKinds, LineFaults: []string{"stall"},
+			Faults: []history.Fault{fault("stall", "fw1", 5, 50)},
+			Ops:    []history.Op{command("sup1", "fw1", "c1", "d1", 1, 2, code, 10, end)},
+			Applies: []sim.Entry{
+				apply("fw2", "c2", "d1", "sup2", 1, 3, 25, 30),
+				apply("fw1", "c1", "d1", "sup1", 1, 2, 1450, 1451),
+			}}
+	}
+	wantClean(t, Check(in("", -1)))
+	wantViolation(t, Check(in("ok", 1460)), I2, "stale apply", `id "c1"`)
+}
