@@ -318,10 +318,23 @@ func (s *spec) limits() error {
 	switch {
 	case s.MaxRegisters < 0 || s.MaxRegisters > MaxReadRegisters:
 		return &serial.ConfigError{Key: "max_registers", Value: s.MaxRegisters, Reason: "must be in 1..125"}
+	case s.MaxRegisters == 1 && s.has32BitPoint():
+		return &serial.ConfigError{Key: "max_registers", Value: s.MaxRegisters, Reason: "must be at least 2: a 32-bit point is written in one request"}
 	case s.MaxRegisters > 0:
 		s.maxRead, s.maxRegs = s.MaxRegisters, min(s.MaxRegisters, MaxWriteRegisters)
 	}
 	return nil
+}
+
+// has32BitPoint reports whether a point of the config takes two registers.
+func (s *spec) has32BitPoint() bool {
+	for _, p := range s.Points {
+		switch p.Type {
+		case TypeUint32, TypeInt32, TypeFloat32:
+			return true
+		}
+	}
+	return false
 }
 
 func (s *spec) compilePoints() error {

@@ -57,7 +57,11 @@ func Open(device string, cfg Config, log *slog.Logger) (*Device, error) {
 	}
 	d := &Device{id: device, spec: s, log: log, caps: capabilities(s)}
 	if s.Transport == TCP {
-		d.conn = dialTCP(s, log)
+		release, err := claimEndpoint(s.TCP.Address, s.unit, device)
+		if err != nil {
+			return nil, err
+		}
+		d.conn = &releasing{conn: dialTCP(s, log), release: release}
 		return d, nil
 	}
 	if d.conn, err = dialRTU(s, log); err != nil {

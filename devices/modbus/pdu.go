@@ -55,6 +55,12 @@ func (e *ExceptionError) Name() string {
 	return fmt.Sprintf("exception %d", e.Code)
 }
 
+// MayHaveActed reports whether the server may have carried the request out
+// despite the exception: server device failure (4, perhaps partly),
+// acknowledge (5: accepted, still executing) and gateway target failed to
+// respond (11: forwarded, no answer). The others refuse the request.
+func (e *ExceptionError) MayHaveActed() bool { return e.Code == 4 || e.Code == 5 || e.Code == 11 }
+
 func (e *ExceptionError) Error() string {
 	return fmt.Sprintf("modbus exception %d (%s) to function %#02x", e.Code, e.Name(), e.Function)
 }

@@ -9,13 +9,14 @@ import (
 // by address, each with the point that owns it (for overlap errors).
 type writeSet struct {
 	regs    map[uint16]uint16
+	tails   map[uint16]bool // registers that continue a point begun at the one before: no request may start there
 	coils   map[uint16]bool
 	owner   map[Table]map[uint16]string
 	nvalues int
 }
 
 func newWriteSet() *writeSet {
-	return &writeSet{regs: map[uint16]uint16{}, coils: map[uint16]bool{},
+	return &writeSet{regs: map[uint16]uint16{}, tails: map[uint16]bool{}, coils: map[uint16]bool{},
 		owner: map[Table]map[uint16]string{Holding: {}, Coils: {}}}
 }
 
@@ -37,6 +38,9 @@ func (w *writeSet) addWords(name string, addr uint16, words []uint16) error {
 			return err
 		}
 		w.regs[a] = v
+		if i > 0 {
+			w.tails[a] = true
+		}
 	}
 	return nil
 }
@@ -71,7 +75,7 @@ func (r regRun) end() int { return int(r.addr) + len(r.words) }
 // a run of one, FC 16 otherwise, at most maxRegs a request); then the
 // coils likewise (FC 05, FC 15). fence is nil without a PLC fence.
 func planWrite(w *writeSet, f *fenceSpec, fence []uint16, maxRegs int) []request {
-	runs := regRuns(w.regs, maxRegs)
+	runs := regRuns(w.regs, w.tails, maxRegs)
 	var reqs []request
 	if fence != nil {
 		fr := regRun{addr: f.addr, words: fence}
@@ -114,16 +118,25 @@ func absorb(fr regRun, runs []regRun, maxRegs int) (regRun, []regRun) {
 }
 
 // regRuns groups registers into runs of consecutive addresses, ascending,
-// each of at most max registers.
-func regRuns(regs map[uint16]uint16, max int) []regRun {
+// each of at most max registers (max ≥ 2), never splitting a point: a run
+// that is full just before a tail (the second word of a 32-bit point) hands
+// that point's first word to the next run, so no device ever holds half of
+// a new value and half of the old one.
+func regRuns(regs map[uint16]uint16, tails map[uint16]bool, max int) []regRun {
 	var runs []regRun
 	for _, a := range sortedAddrs(regs) {
 		n := len(runs)
-		if n > 0 && runs[n-1].end() == int(a) && len(runs[n-1].words) < max {
+		switch {
+		case n > 0 && runs[n-1].end() == int(a) && len(runs[n-1].words) < max:
 			runs[n-1].words = append(runs[n-1].words, regs[a])
-			continue
+		case n > 0 && runs[n-1].end() == int(a) && tails[a] && len(runs[n-1].words) > 1:
+			last := &runs[n-1]
+			head := last.words[len(last.words)-1]
+			last.words = last.words[:len(last.words)-1]
+			runs = append(runs, regRun{addr: a - 1, words: []uint16{head, regs[a]}})
+		default:
+			runs = append(runs, regRun{addr: a, words: []uint16{regs[a]}})
 		}
-		runs = append(runs, regRun{addr: a, words: []uint16{regs[a]}})
 	}
 	return runs
 }

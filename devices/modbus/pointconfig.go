@@ -112,6 +112,12 @@ func (s *spec) compileFence() error {
 			return &serial.ConfigError{Key: "points." + name + ".address", Value: p.Address, Reason: "a writable point may not overlap fence_registers"}
 		}
 	}
+	if f.span() > s.maxRegs {
+		// Its first request is one FC 16 of the whole block: a cap below it
+		// would refuse every write after the agent accepted it.
+		return &serial.ConfigError{Key: "max_registers", Value: s.MaxRegisters,
+			Reason: fmt.Sprintf("must be at least the fence block's %d registers", f.span())}
+	}
 	s.fence = f
 	return nil
 }

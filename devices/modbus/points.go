@@ -78,12 +78,16 @@ func (p Point) end() int { return int(p.Address) + p.Words() }
 func (p Point) plain() bool { return p.Scale == 1 && p.Offset == 0 }
 
 // EncodeBit returns the coil value raw (a JSON true or false) asks for.
+// Anything else — null included, which encoding/json would take as false —
+// is refused.
 func (p Point) EncodeBit(raw json.RawMessage) (bool, error) {
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, fmt.Errorf("%w: point %q takes true or false", errValue, p.Name)
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
 	}
-	return b, nil
+	return false, fmt.Errorf("%w: point %q takes true or false", errValue, p.Name)
 }
 
 // EncodeWords returns the register words that hold the engineering value
@@ -113,10 +117,19 @@ func (p Point) EncodeWords(raw json.RawMessage) ([]uint16, error) {
 	return p.split(uint32(n)), nil
 }
 
+// wholeTolerance is how far from a whole number x may be and still count
+// as one: the rounding of (value − offset) / scale in float64 (a few ulps
+// of x, at least 1e-9 for scales such as 0.1) — far below half a step, so
+// 3000000000.5 is refused, never rounded.
+func wholeTolerance(x float64) float64 {
+	ulp := math.Nextafter(math.Abs(x), math.Inf(1)) - math.Abs(x)
+	return math.Max(1e-9, 8*ulp)
+}
+
 // whole checks that x (the raw value of v) is a whole number in range.
 func (p Point) whole(v, x float64) (int64, error) {
 	r := math.Round(x)
-	if math.Abs(x-r) > 1e-9*math.Max(1, math.Abs(x)) {
+	if math.Abs(x-r) > wholeTolerance(x) {
 		return 0, fmt.Errorf("%w: point %q: %v is not a whole number of steps of %v", errValue, p.Name, v, p.Scale)
 	}
 	lo, hi := typeRange(p.Type)

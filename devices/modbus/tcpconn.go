@@ -385,3 +385,42 @@ func readMBAP(r io.Reader) (txn uint16, unit byte, p PDU, err error) {
 		}
 	}
 }
+
+// endpoints are the Modbus TCP (address, unit) pairs open in this process,
+// by device: like an exclusive serial port, one PLC unit is driven by one
+// device entry only — two entries (in two fencing domains) would let each
+// domain's holders write it past the other's fence.
+var (
+	endpointsMu sync.Mutex
+	endpoints   = map[string]string{}
+)
+
+// claimEndpoint claims address and unit for device until release.
+func claimEndpoint(address string, unit byte, device string) (release func(), err error) {
+	key := fmt.Sprintf("%s unit %d", address, unit)
+	endpointsMu.Lock()
+	defer endpointsMu.Unlock()
+	if other, ok := endpoints[key]; ok {
+		return nil, fmt.Errorf("modbus: %s is already driven by device %q: one PLC unit, one device entry", key, other)
+	}
+	endpoints[key] = device
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			endpointsMu.Lock()
+			delete(endpoints, key)
+			endpointsMu.Unlock()
+		})
+	}, nil
+}
+
+// releasing is a connection that releases its endpoint claim when closed.
+type releasing struct {
+	conn
+	release func()
+}
+
+func (r *releasing) close() error {
+	defer r.release()
+	return r.conn.close()
+}

@@ -48,6 +48,9 @@ func (d *Device) writeFailed(ctx context.Context, tok fence.Token, reqs []reques
 	case applied > 0:
 		return &devices.Error{Code: devices.CodeInDoubt, Err: err,
 			Message: fmt.Sprintf("%s failed (%v) after %d requests with values took effect: the device holds part of the command", what, err, applied)}
+	case errors.As(err, &exc) && exc.MayHaveActed() && r.values:
+		return &devices.Error{Code: devices.CodeInDoubt, Err: err,
+			Message: fmt.Sprintf("%s answered %s: the device may have written the values", what, exc.Name())}
 	case r.fence && errors.As(err, &exc):
 		return d.fenceRefused(ctx, tok, exc)
 	case errors.As(err, &le) && le.sent && r.values:
