@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxReplyTopicBytes is the longest reply_to topic accepted.
@@ -42,6 +44,11 @@ func (r ReplyRule) Check(topic string) error {
 		return fmt.Errorf("reply_to: must be 1..%d bytes", MaxReplyTopicBytes)
 	case strings.ContainsAny(topic, "+#\x00"):
 		return fmt.Errorf("reply_to: %.64q must not contain wildcards or NUL", topic)
+	case !utf8.ValidString(topic) || strings.ContainsFunc(topic, unicode.IsControl):
+		// A broker drops the connection of a client that publishes such a
+		// topic (MQTT: well-formed UTF-8, no control characters), and the
+		// reply would be resent on every reconnection.
+		return fmt.Errorf("reply_to: %.64q must be valid UTF-8 without control characters", topic)
 	case strings.HasPrefix(topic, "$"):
 		return fmt.Errorf("reply_to: %.64q is a $ topic", topic)
 	}

@@ -18,6 +18,12 @@ func TestReplyRuleCheck(t *testing.T) {
 		{"agent status", "fencegate/v1/agents/a1/status", false},
 		{"device commands", "fencegate/v1/devices/pump1/commands", false},
 		{"grant", "fencegate/v1/leases/plant/grant", false},
+		// A broker disconnects a client publishing such a topic (found by an
+		// attack: the agent was cut off from Mosquitto, over and over).
+		{"control character", "fencegate/v1/replies/watcher/\x01", false},
+		{"C1 control character", "fencegate/v1/replies/watcher/\u0085", false},
+		{"not UTF-8", "fencegate/v1/replies/watcher/\xff", false},
+		{"non-ASCII UTF-8", "fencegate/v1/replies/wächter", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -240,8 +240,10 @@ fg_check fg_fence_check(const fg_fence *f, const fg_token *t);
  * fg_fence_raise checks t like fg_fence_check and sets *outcome. Only for
  * FG_CHECK_NEWER does it write: the next record to the slot that does not
  * hold the newest one, and returns FG_OK once storage says it is durable;
- * only then is f updated. If the write fails it returns FG_ERR_STORAGE and
- * f is unchanged: the caller must not act on t. Act on a token only after
+ * only then is f updated. It returns FG_ERR_STORAGE, f unchanged, if the
+ * write fails, if that slot holds another domain's valid record (one
+ * storage per fence: it is never overwritten) or if the generation counter
+ * is exhausted: the caller must not act on t. Act on a token only after
  * fg_fence_raise returned FG_OK with NEWER or SAME_LEASE.
  */
 fg_status fg_fence_raise(fg_fence *f, const fg_token *t, fg_check *outcome);

@@ -238,6 +238,18 @@ fg_check fg_fence_check(const fg_fence *f, const fg_token *t)
     return FG_CHECK_CONFLICT;
 }
 
+/* holds_other_domain reports whether slot holds a valid record of another
+ * domain (a read error counts as no). */
+static int holds_other_domain(const fg_fence *f, unsigned slot)
+{
+    uint8_t b[FG_FENCE_RECORD_LEN];
+    record r;
+    if (f->storage.read(f->storage.ctx, slot, b, sizeof b) != 0) {
+        return 0;
+    }
+    return decode(b, f, &r) && !r.ours;
+}
+
 fg_status fg_fence_raise(fg_fence *f, const fg_token *t, fg_check *outcome)
 {
     uint8_t buf[FG_FENCE_RECORD_LEN];
@@ -256,6 +268,17 @@ fg_status fg_fence_raise(fg_fence *f, const fg_token *t, fg_check *outcome)
     l.holder_len = t->holder_len;
     memcpy(l.holder, t->holder, t->holder_len);
     l.holder[t->holder_len] = '\0';
+    if (f->generation == UINT64_MAX) {
+        /* The next generation would wrap to 0, which no boot takes as a
+         * record: refuse rather than raise a fence that is gone at the
+         * next boot. */
+        return FG_ERR_STORAGE;
+    }
+    if (holds_other_domain(f, f->next_slot)) {
+        /* The storage is shared with another domain's fence: writing would
+         * destroy that domain's current record. One storage per fence. */
+        return FG_ERR_STORAGE;
+    }
     encode(buf, f, &l, f->generation + 1);
     if (f->storage.write(f->storage.ctx, f->next_slot, buf, sizeof buf) != 0) {
         return FG_ERR_STORAGE;

@@ -331,21 +331,78 @@ static const char *parse_command(const char *payload, size_t len, fgd_command *c
     return NULL;
 }
 
+/* topic_text reports whether t is well-formed UTF-8 without control
+ * characters (C0, DEL, C1): a broker drops a client that publishes any
+ * other topic, so a reply there would never arrive. */
+static int topic_text(const char *t)
+{
+    const unsigned char *p = (const unsigned char *)t;
+    while (*p != 0) {
+        unsigned c = *p, n, i;
+        uint32_t cp;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) {
+                return 0;
+            }
+            p++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1, cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2, cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3, cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        for (i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f)) {
+            return 0;
+        }
+        p += n + 1;
+    }
+    return 1;
+}
+
 /* reply_ok applies the reply-topic rule: under <prefix>/replies/, no
- * wildcards, not too long. */
+ * wildcards, not too long, well-formed UTF-8 without control characters. */
 static int reply_ok(const fgd_device *d, const char *t)
 {
     char ns[300];
     size_t n = (size_t)snprintf(ns, sizeof ns, "%s/replies/", d->prefix);
-    return strlen(t) <= 1024 && strncmp(t, ns, n) == 0 && strlen(t) > n && strpbrk(t, "+#") == NULL;
+    return strlen(t) <= 1024 && strncmp(t, ns, n) == 0 && strlen(t) > n && strpbrk(t, "+#") == NULL &&
+           topic_text(t);
 }
 
-static uint64_t fnv(const char *p, size_t n)
+/* args_hash hashes args as the agent compares them: white space outside
+ * strings dropped, and null the same as no args. (FNV-1a: the ids it
+ * tells apart are a device's recent commands, not an adversary's choice.) */
+static uint64_t args_hash(const char *p, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
     size_t i;
+    int in_string = 0, escaped = 0;
+    if (n == 4 && memcmp(p, "null", 4) == 0) {
+        n = 0;
+    }
     for (i = 0; i < n; i++) {
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+        unsigned char c = (unsigned char)p[i];
+        if (in_string) {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+            continue;
+        } else {
+            in_string = c == '"';
+        }
+        h = (h ^ c) * 1099511628211ull;
     }
     return h;
 }
@@ -370,7 +427,7 @@ static void remember(fgd_device *d, const answer *a)
     snprintf(e->op, sizeof e->op, "%s", c->op);
     e->epoch = d->tok.epoch;
     e->seq = d->tok.seq;
-    e->args_hash = fnv(c->args, c->args_len);
+    e->args_hash = args_hash(c->args, c->args_len);
     e->status = a->status;
     e->code = a->code;
     snprintf(e->message, sizeof e->message, "%s", a->message != NULL ? a->message : "");
@@ -388,7 +445,7 @@ static int retry(fgd_device *d, const char *topic)
         return 0;
     }
     if (e->epoch != d->tok.epoch || e->seq != d->tok.seq || strcmp(e->op, c->op) != 0 ||
-        e->args_hash != fnv(c->args, c->args_len)) {
+        e->args_hash != args_hash(c->args, c->args_len)) {
         reject(d, topic, c->id, "bad_request", "id reused for a different command");
         return 1;
     }
@@ -403,7 +460,8 @@ static int retry(fgd_device *d, const char *topic)
 /* apply_log appends a devices/sim apply-log line with one write(2). */
 static void apply_log(fgd_device *d, const char *id, const char *op, const char *args, size_t args_len)
 {
-    char buf[2048], at[40];
+    /* Room for the largest command (its args, ids escaped ×6) and the rest. */
+    char buf[FGD_MAX_PAYLOAD + 6 * 2 * 129 + 1024], at[40];
     jw w;
     if (d->log_fd < 0) {
         return;
@@ -424,10 +482,11 @@ static void apply_log(fgd_device *d, const char *id, const char *op, const char 
     jw_u64(&w, d->tok.seq);
     jw_raw(&w, ",\"holder\":");
     jw_cstr(&w, d->tok.holder);
-    if (args != NULL && args_len > 0 && args_len < 1024) {
-        char raw[1024];
-        memcpy(raw, args, args_len);
-        raw[args_len] = '\0';
+    if (args != NULL && args_len > 0) {
+        char raw[FGD_MAX_PAYLOAD + 1];
+        size_t n = args_len < FGD_MAX_PAYLOAD ? args_len : FGD_MAX_PAYLOAD;
+        memcpy(raw, args, n);
+        raw[n] = '\0';
         jw_raw(&w, ",\"args\":");
         jw_raw(&w, raw);
     }
@@ -436,7 +495,9 @@ static void apply_log(fgd_device *d, const char *id, const char *op, const char 
     jw_raw(&w, ",\"at\":");
     jw_cstr(&w, at);
     jw_raw(&w, "}\n");
-    if (!w.err && write(d->log_fd, w.buf, w.len) != (ssize_t)w.len) {
+    if (w.err) {
+        fprintf(stderr, "fgdevice: apply log line of %s too long; not logged\n", id);
+    } else if (write(d->log_fd, w.buf, w.len) != (ssize_t)w.len) {
         fprintf(stderr, "fgdevice: apply log write failed\n");
     }
 }
@@ -527,6 +588,12 @@ void fgd_on_command(fgd_device *d, const char *payload, size_t len)
     if ((st = fg_token_verify(&d->ring, c->token, c->token_len, &d->tok)) != FG_OK) {
         snprintf(msg, sizeof msg, "token rejected: %s", fg_status_name(st));
         reject(d, topic, c->id, "invalid_token", msg);
+        return;
+    }
+    if (fg_fence_check(&d->fence, &d->tok) == FG_CHECK_WRONG_DOMAIN) {
+        /* Before the retry lookup: ids are per device, and another
+         * domain's token at the same position is no retry of ours. */
+        reject(d, topic, c->id, "wrong_domain", "the token's domain is not the device's");
         return;
     }
     if (retry(d, topic)) {

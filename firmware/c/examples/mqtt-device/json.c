@@ -8,6 +8,11 @@
 
 void jr_init(jr *r, const char *s, size_t len)
 {
+    static const char empty[] = "";
+    if (s == NULL) { /* no args: an empty input, not pointer arithmetic on NULL */
+        s = empty;
+        len = 0;
+    }
     r->p = s;
     r->end = s + len;
     r->err = 0;
