@@ -10,20 +10,15 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
-
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/devices/modbus"
 	"github.com/fencegate/fencegate/hwtest/simmodbus"
 	"github.com/fencegate/fencegate/protocol"
-	"github.com/fencegate/fencegate/transport/serial"
 )
 
 // TestAttackCoilNullIsNotObeyed (I6): a coil takes true or false only
@@ -293,85 +288,4 @@ func TestAttackTCPEndpointNotExclusive(t *testing.T) {
 		second.Close()
 		t.Fatalf("a second device for %s unit 1 opened: two device entries (two fencing domains) drive one PLC", r.cfg.TCP.Address)
 	}
-}
-
-// fakeRTUSlave is a scripted Modbus RTU slave on the master side of a
-// pseudo-terminal: script gets each request (numbered from 1) and sends
-// responses, each after a delay.
-type fakeRTUSlave struct {
-	path string
-}
-
-func newFakeRTUSlave(t *testing.T, script func(n int, req modbus.PDU, send func(modbus.PDU, time.Duration))) *fakeRTUSlave {
-	t.Helper()
-	master, slave, err := pty.Open()
-	if err != nil {
-		t.Skipf("pseudo-terminals unavailable: %v", err)
-	}
-	if err := rawTerminal(slave); err != nil {
-		t.Fatal(err)
-	}
-	var wmu sync.Mutex
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	send := func(p modbus.PDU, after time.Duration) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-time.After(after):
-			case <-stop:
-				return
-			}
-			wmu.Lock()
-			defer wmu.Unlock()
-			master.Write(modbus.EncodeRTU(1, p))
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		dec := modbus.NewRTUDecoder(modbus.Requests, 50*time.Millisecond)
-		buf := make([]byte, 512)
-		n := 0
-		for {
-			k, err := master.Read(buf)
-			if err != nil {
-				return
-			}
-			dec.Feed(buf[:k], func(m serial.Msg) {
-				if m.Err == nil {
-					n++
-					_, req := modbus.SplitRTU(m.Data)
-					script(n, req, send)
-				}
-			})
-		}
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		slave.Close()
-		master.Close()
-		wg.Wait()
-	})
-	return &fakeRTUSlave{path: slave.Name()}
-}
-
-func serialConfig(path string) serial.Config {
-	return serial.Config{Path: path, Baud: 115200, ReadTimeout: 20 * time.Millisecond,
-		ReopenMin: 10 * time.Millisecond, ReopenMax: 100 * time.Millisecond}
-}
-
-// rawTerminal puts a terminal in raw mode, 8 bits, no echo.
-func rawTerminal(f *os.File) error {
-	fd := int(f.Fd())
-	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err != nil {
-		return err
-	}
-	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	tio.Oflag &^= unix.OPOST
-	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	tio.Cflag = tio.Cflag&^(unix.CSIZE|unix.PARENB) | unix.CS8
-	return unix.IoctlSetTermios(fd, unix.TCSETS, tio)
 }
