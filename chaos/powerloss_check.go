@@ -114,8 +114,12 @@ func judgeResend(a *plAck, expect protocol.Code, res protocol.Result) string {
 		return what + ": a command refused as stale before the cut was taken after it"
 	case a.Idempotent && expect == protocol.CodeInDoubt:
 		return "" // an idempotent command in doubt is accepted again: any answer
-	case res.Code == protocol.CodeInDoubt:
+	case res.Code == protocol.CodeInDoubt && !res.Duplicate:
+		return what + ": in doubt but not from the journal — the agent forgot the command and took it again"
+	case res.Code == protocol.CodeInDoubt && expect == protocol.CodeInDoubt:
 		return ""
+	case res.Code == protocol.CodeInDoubt:
+		return what + ": its result was published before the cut, and the agent makes a result durable before it publishes it — the result was lost"
 	case res.Code == expect && res.Duplicate:
 		return ""
 	case res.Code == protocol.CodeOK && !res.Duplicate:

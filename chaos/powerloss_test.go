@@ -136,7 +136,8 @@ func TestPowerLossJudgeResend(t *testing.T) {
 	}{
 		{"ok replayed", set, protocol.CodeOK, res(protocol.CodeOK, true), false},
 		{"ok applied afresh", set, protocol.CodeOK, res(protocol.CodeOK, false), true},
-		{"ok now in doubt", set, protocol.CodeOK, res(protocol.CodeInDoubt, true), false},
+		{"ok now in doubt: the published result was lost", set, protocol.CodeOK, res(protocol.CodeInDoubt, true), true},
+		{"in doubt, not from the journal", set, protocol.CodeInDoubt, res(protocol.CodeInDoubt, false), true},
 		{"ok now stale, not a duplicate", set, protocol.CodeOK, res(protocol.CodeStaleToken, false), true},
 		{"device error replayed", set, protocol.CodeDeviceError, res(protocol.CodeDeviceError, true), false},
 		{"device error redone", set, protocol.CodeDeviceError, res(protocol.CodeDeviceError, false), true},
