@@ -255,13 +255,16 @@ func TestBboltOnMount(t *testing.T) {
 // busy (its working directory) is killed by Cut, and the FS is mounted
 // again afterwards.
 func TestCutKillsRegisteredProcess(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
+	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sleep binary on PATH")
+		t.Skip("no sh binary on PATH")
 	}
 	m := lossyfs.MustMount(t)
-	cmd := exec.Command(sleep, "600")
-	cmd.Dir = m.Dir()
+	// The child enters the mount after its exec, not through cmd.Dir: a
+	// chdir between fork and exec waits on this process's FUSE server
+	// while the forking thread holds the runtime, and a garbage collection
+	// then deadlocks the server (seen under load in CI).
+	cmd := exec.Command(sh, "-c", `cd "$0" && exec sleep 600`, m.Dir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
