@@ -319,7 +319,7 @@ func (pr *plRun) round(ctx context.Context, k int) (roundResult, error) {
 		return res, err
 	}
 	res.torn = pr.r.IntN(2) == 0
-	opts := lossyfs.CutOptions{Torn: res.torn}
+	opts := lossyfs.CutOptions{Torn: res.torn, Capture: pr.logNames()}
 	if res.torn {
 		opts.Rand = rand.New(rand.NewPCG(pr.r.Uint64(), pr.r.Uint64()))
 	}
@@ -329,6 +329,7 @@ func (pr *plRun) round(ctx context.Context, k int) (roundResult, error) {
 		return res, fmt.Errorf("cut %d: %w", k, err)
 	}
 	res.cut, res.dropped = true, rep
+	pr.logs.scanCaptured(rep.Captured, fmt.Sprintf("at cut %d", k), pr.led)
 	pr.agent.wait(10 * time.Second)
 	res.answers = pr.led.answersIn(k)
 	pr.led.nextRound()
@@ -347,6 +348,15 @@ func (pr *plRun) round(ctx context.Context, k int) (roundResult, error) {
 	return res, nil
 }
 
+// logNames returns the names of the devices' apply logs on the mount.
+func (pr *plRun) logNames() []string {
+	var names []string
+	for _, dev := range pr.logs.devices {
+		names = append(names, logName(dev))
+	}
+	return names
+}
+
 // afterCut keeps the state the cut left (for a look after a violation) and
 // checks the apply logs in it.
 func (pr *plRun) afterCut(k int) error {
@@ -358,10 +368,11 @@ func (pr *plRun) afterCut(k int) error {
 	return pr.logs.scan(pr.m, fmt.Sprintf("after cut %d", k), pr.led)
 }
 
-// probe sends, for each domain, a fresh command under the highest lease
-// token below the domain's highest acknowledged one, through the
-// supervisor that held it: it must be answered stale_token (rule 2; the
-// ledger judges the answer).
+// probe sends, to every device of each domain, a fresh command under the
+// highest lease token below the domain's highest acknowledged one, through
+// the supervisor that held it: it must be answered stale_token (rule 2;
+// the ledger judges the answer). Every device, since each one's worker
+// checks the fence on its own.
 func (pr *plRun) probe(ctx context.Context, k int) (sent, stale int) {
 	for _, d := range pr.plan.Domains {
 		h, ok := pr.led.highest(d.Name)
@@ -376,9 +387,11 @@ func (pr *plRun) probe(ctx context.Context, k int) (sent, stale int) {
 		if s == nil {
 			continue
 		}
-		sent++
-		if s.probe(ctx, d, t, k, pr.r) == protocol.CodeStaleToken {
-			stale++
+		for _, dev := range d.Devices {
+			sent++
+			if s.probe(ctx, d.Name, dev.ID, t, k, pr.r) == protocol.CodeStaleToken {
+				stale++
+			}
 		}
 	}
 	return sent, stale

@@ -69,7 +69,7 @@ func writeAgentConfig(in *install, mnt, failing string, failEvery int) (string, 
 		if s == nil {
 			return "", fmt.Errorf("agent config: device %q has no sim settings", id)
 		}
-		s["log"] = filepath.Join(mnt, id+".applies")
+		s["log"] = filepath.Join(mnt, logName(id))
 		s["fence_file"] = filepath.Join(mnt, id+".fence")
 		delete(s, "no_fence")
 		if id == failing {

@@ -24,27 +24,44 @@ const (
 // plAck is one command sent to the agent and the answer it got: what the
 // power-loss checks hold the agent to.
 type plAck struct {
-	Sup        string        `json:"sup"`
-	ID         string        `json:"id"`
-	Device     string        `json:"device"`
-	Domain     string        `json:"domain"`
-	Op         string        `json:"op"`
-	Args       any           `json:"args,omitempty"` // the value given to the SDK, re-sent as it is
-	Idempotent bool          `json:"idempotent,omitempty"`
-	Token      string        `json:"-"` // the wire token it carried
-	Epoch      uint64        `json:"epoch"`
-	Seq        uint64        `json:"seq"`
-	Holder     string        `json:"holder"`
-	Stale      bool          `json:"stale,omitempty"` // sent on purpose under a released lease's token
-	Probe      bool          `json:"probe,omitempty"` // a stale-token probe after a restart
-	Sent       time.Time     `json:"sent"`            // taken before the first send
-	At         time.Time     `json:"at"`              // taken after the answer arrived
-	Code       protocol.Code `json:"code"`
-	Duplicate  bool          `json:"duplicate,omitempty"`
-	Round      int           `json:"round"` // the agent's run the answer came in: 1 before the first cut
+	Sup        string          `json:"sup"`
+	ID         string          `json:"id"`
+	Device     string          `json:"device"`
+	Domain     string          `json:"domain"`
+	Op         string          `json:"op"`
+	Args       any             `json:"args,omitempty"` // the value given to the SDK, re-sent as it is
+	Idempotent bool            `json:"idempotent,omitempty"`
+	Token      string          `json:"-"` // the wire token it carried
+	Epoch      uint64          `json:"epoch"`
+	Seq        uint64          `json:"seq"`
+	Holder     string          `json:"holder"`
+	Stale      bool            `json:"stale,omitempty"` // sent on purpose under a released lease's token
+	Probe      bool            `json:"probe,omitempty"` // a stale-token probe after a restart
+	Sent       time.Time       `json:"sent"`            // taken before the first send
+	At         time.Time       `json:"at"`              // taken after the answer arrived
+	Code       protocol.Code   `json:"code"`
+	Duplicate  bool            `json:"duplicate,omitempty"`
+	Round      int             `json:"round"`                // the agent's run the answer came in: 1 before the first cut
+	Output     json.RawMessage `json:"output,omitempty"`     // the answer's output
+	Message    string          `json:"message,omitempty"`    // the answer's message
+	Unanswered bool            `json:"unanswered,omitempty"` // the send gave up with no answer
 
-	expect protocol.Code // what a re-send must answer; a re-send that legitimately changes it updates it
+	expect resendExpect // what a re-send must answer; a re-send that legitimately changes it updates it
 	resent int
+}
+
+// resendExpect is what a re-send of a command must answer: the code, and
+// for a journaled answer its output and message, which a duplicate replays.
+// A zero code is a command never answered: any first answer is judged on
+// its own.
+type resendExpect struct {
+	code    protocol.Code
+	output  json.RawMessage
+	message string
+}
+
+func expectOf(res protocol.Result) resendExpect {
+	return resendExpect{code: res.Code, output: res.Output, message: res.Message}
 }
 
 func (a *plAck) pos() [2]uint64 { return [2]uint64{a.Epoch, a.Seq} }
@@ -135,43 +152,66 @@ func (l *ledger) addToken(t fence.Token, raw, sup string) {
 	l.tokens[t.Domain][p] = leaseToken{pos: p, raw: raw, sup: sup}
 }
 
-// answer records a's answer res; one with no code (no answer before the
-// send gave up) is only counted. An answer that entered the driver with a
-// token below one of its domain acknowledged before a was first sent
-// breaks rule 2: the agent had durably accepted the higher token.
+// answer records a's answer res. One with no code (no answer before the
+// send gave up) is counted and kept to be re-sent after the next cut: the
+// command may have been accepted, and then the agent must know it. An
+// answer that entered the driver with a token below one of its domain
+// acknowledged before a was first sent breaks rule 2: the agent had
+// durably accepted the higher token.
 func (l *ledger) answer(a *plAck, res protocol.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a.At, a.Round = time.Now(), l.round
 	if res.Code == "" {
 		l.unanswered++
+		a.Unanswered = true
+		l.unchecked = append(l.unchecked, a)
+		l.record("unanswered", a)
 		return
 	}
-	a.At, a.Code, a.Duplicate, a.Round, a.expect = time.Now(), res.Code, res.Duplicate, l.round, res.Code
+	a.Code, a.Duplicate, a.Output, a.Message, a.expect = res.Code, res.Duplicate, res.Output, res.Message, expectOf(res)
 	if entersDriver(a.Code) {
-		if h, ok := l.highBefore(a.Domain, a.Sent); ok && before(a.pos(), h.pos) {
-			l.violateLocked(RuleFence, fmt.Sprintf("command %s to %s with token %d.%d (%s), first sent %s, answered %s: "+
-				"token %d.%d of its domain %s had been acknowledged before (command %s at %s)",
-				a.ID, a.Device, a.Epoch, a.Seq, a.Holder, stamp(a.Sent), a.Code, h.pos[0], h.pos[1], a.Domain, h.id, stamp(h.at)))
-		}
-		l.raise(a)
+		l.checkFence(a, a.Sent, "first sent", a.Code)
+		l.raise(a.Domain, a.pos(), a.ID, a.At)
 	}
 	l.acks = append(l.acks, a)
 	if resendable(a.Code) {
 		l.unchecked = append(l.unchecked, a)
 	}
+	l.record("answer", a)
+}
+
+func (l *ledger) record(kind string, a *plAck) {
 	_ = l.out.Encode(struct {
 		Kind string `json:"kind"`
 		*plAck
-	}{"answer", a})
+	}{kind, a})
 }
 
-// raise moves a's domain's highest acknowledged token to a's, if higher.
-func (l *ledger) raise(a *plAck) {
-	steps := l.high[a.Domain]
-	if n := len(steps); n > 0 && !before(steps[n-1].pos, a.pos()) {
+// checkFence records a rule 2 violation if a, answered code (which entered
+// the driver), carries a token below the highest of its domain
+// acknowledged before since; what names that moment ("first sent", "re-sent").
+func (l *ledger) checkFence(a *plAck, since time.Time, what string, code protocol.Code) {
+	h, ok := l.highBefore(a.Domain, since)
+	if !ok || !before(a.pos(), h.pos) {
 		return
 	}
-	l.high[a.Domain] = append(steps, highStep{at: a.At, pos: a.pos(), id: a.ID})
+	l.violateLocked(RuleFence, fmt.Sprintf("command %s to %s with token %d.%d (%s), %s %s, answered %s: "+
+		"token %d.%d of its domain %s had been acknowledged before (command %s at %s)",
+		a.ID, a.Device, a.Epoch, a.Seq, a.Holder, what, stamp(since), code, h.pos[0], h.pos[1], a.Domain, h.id, stamp(h.at)))
+}
+
+// raise moves domain's highest acknowledged token to pos (command id,
+// acknowledged at), if higher.
+func (l *ledger) raise(domain string, pos [2]uint64, id string, at time.Time) {
+	steps := l.high[domain]
+	if n := len(steps); n > 0 && !before(steps[n-1].pos, pos) {
+		return
+	}
+	if n := len(steps); n > 0 && at.Before(steps[n-1].at) {
+		at = steps[n-1].at // the steps stay sorted by time for highBefore
+	}
+	l.high[domain] = append(steps, highStep{at: at, pos: pos, id: id})
 }
 
 // highBefore returns domain's highest token acknowledged before t.
@@ -210,15 +250,19 @@ func (l *ledger) below(domain string, p [2]uint64) (leaseToken, bool) {
 // device), so none of them can have been pruned.
 const resendWindow = 2000
 
-// due returns the answers to re-send after a cut at cutAt: every
-// resendable answer that came before it and was not re-sent yet, and up to
-// sample earlier ones drawn with r (they must survive every later cut too).
+// due returns the commands to re-send after a cut at cutAt: every
+// resendable answer, and every command left without an answer, of the
+// runs the cut ended (recorded in an earlier round, or before cutAt) that
+// was not re-sent yet, and up to sample earlier answers drawn with r (they
+// must survive every later cut too). The round, not only the time, decides:
+// an answer the agent published just before the cut may reach the
+// supervisor a moment after cutAt, and is still the ended run's.
 func (l *ledger) due(cutAt time.Time, sample int, r *rand.Rand) []*plAck {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var due, later []*plAck
 	for _, a := range l.unchecked {
-		if a.At.Before(cutAt) {
+		if a.Round < l.round || a.At.Before(cutAt) {
 			due = append(due, a)
 		} else {
 			later = append(later, a)
@@ -247,20 +291,36 @@ func contains(s []*plAck, a *plAck) bool {
 }
 
 // expected returns what a re-send of a must answer now.
-func (l *ledger) expected(a *plAck) protocol.Code {
+func (l *ledger) expected(a *plAck) resendExpect {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return a.expect
 }
 
-// resent records the answer to a re-send of a and its verdict ("" if it
-// passed); a passing answer becomes what the next re-send must answer.
-func (l *ledger) resent(a *plAck, res protocol.Result, verdict string) {
+// resent records res, the answer to a re-send of a sent at sentAt, and
+// verdict, rule 1's ("" if it passed); a passing answer becomes what the
+// next re-send must answer. An answer that entered the driver is held to
+// rule 2 as well: taken afresh, against the highest token of its domain
+// acknowledged before the re-send; from the journal, against the one
+// acknowledged before the command was first sent, which is when the agent
+// may have taken it (for a command never answered, the first time anyone
+// looks).
+func (l *ledger) resent(a *plAck, sentAt time.Time, res protocol.Result, verdict string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a.resent++
-	if verdict == "" && res.Code != "" && res.Code != protocol.CodeBusy {
-		a.expect = res.Code
+	if res.Code != "" && res.Code != protocol.CodeBusy {
+		if entersDriver(res.Code) && !res.Duplicate {
+			l.checkFence(a, sentAt, "re-sent", res.Code)
+		} else if entersDriver(res.Code) && a.Unanswered {
+			l.checkFence(a, a.Sent, "first sent", res.Code) // answered ones were held to it when answered
+		}
+		if verdict == "" {
+			a.expect = expectOf(res)
+		}
+		if entersDriver(res.Code) {
+			l.raise(a.Domain, a.pos(), a.ID, time.Now())
+		}
 	}
 	_ = l.out.Encode(map[string]any{"kind": "resend", "id": a.ID, "device": a.Device, "round": l.round,
 		"code": res.Code, "duplicate": res.Duplicate, "answered_before": a.Code, "verdict": verdict, "at": stamp(time.Now())})

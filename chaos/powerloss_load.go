@@ -139,12 +139,13 @@ func (s *plSup) sendRaw(ctx context.Context, l *supervisor.Lease, cmd plCommand)
 	s.led.answer(a, res)
 }
 
-// probe sends a fresh set under the old token t through this supervisor,
-// which held it, and records the answer; the ledger judges it (rule 2).
-func (s *plSup) probe(ctx context.Context, d DomainPlan, t leaseToken, cut int, r *rand.Rand) protocol.Code {
-	cmd := plCommand{id: fmt.Sprintf("probe%d-%s-%d", cut, d.Name, r.Uint64()), device: d.Devices[r.IntN(len(d.Devices))].ID,
+// probe sends a fresh set to device dev of domain under the old token t
+// through this supervisor, which held it, and records the answer; the
+// ledger judges it (rule 2).
+func (s *plSup) probe(ctx context.Context, domain, dev string, t leaseToken, cut int, r *rand.Rand) protocol.Code {
+	cmd := plCommand{id: fmt.Sprintf("probe%d-%s-%d", cut, dev, r.Uint64()), device: dev,
 		op: "set", args: map[string]any{"value": -cut}}
-	a := s.newAck(d.Name, cmd)
+	a := s.newAck(domain, cmd)
 	a.Token, a.Epoch, a.Seq, a.Probe = t.raw, t.pos[0], t.pos[1], true
 	a.Holder = s.c.Holder()
 	cctx, cancel := context.WithTimeout(ctx, plCheckWait)

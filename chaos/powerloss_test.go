@@ -153,9 +153,14 @@ func TestPowerLossJudgeResend(t *testing.T) {
 		{"expired, but had been in flight", set, protocol.CodeExpired, res(protocol.CodeInDoubt, true), true},
 		{"no answer", set, protocol.CodeOK, res("", false), false},
 		{"busy", set, protocol.CodeOK, res(protocol.CodeBusy, false), false},
+		{"never answered, applied now", set, "", res(protocol.CodeOK, false), false},
+		{"never answered, journaled", set, "", res(protocol.CodeOK, true), false},
+		{"never answered, in doubt from the journal", set, "", res(protocol.CodeInDoubt, true), false},
+		{"never answered, in doubt not from the journal", set, "", res(protocol.CodeInDoubt, false), true},
+		{"never answered, stale", set, "", res(protocol.CodeStaleToken, false), false},
 	}
 	for _, c := range cases {
-		if got := judgeResend(c.a, c.expect, c.res); (got != "") != c.bad {
+		if got := judgeResend(c.a, resendExpect{code: c.expect}, c.res); (got != "") != c.bad {
 			t.Errorf("%s: verdict %q, want violation %v", c.name, got, c.bad)
 		}
 	}

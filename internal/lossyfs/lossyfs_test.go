@@ -101,6 +101,36 @@ func TestWriteWithoutSyncGoneAfterCut(t *testing.T) {
 	}
 }
 
+// TestCutCapturesWhatWasLost: CutOptions.Capture hands back a file's
+// content as readers saw it at the cut, unsynced writes included, though
+// the cut then loses them; a name that does not exist is left out.
+func TestCutCapturesWhatWasLost(t *testing.T) {
+	m := lossyfs.MustMount(t)
+	if err := os.Mkdir(filepath.Join(m.Dir(), "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(m.Dir(), "sub"), "log", []byte("applied-1\n"), true, true)
+	syncPath(t, m.Dir())
+	f, err := os.OpenFile(filepath.Join(m.Dir(), "sub", "log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("applied-2\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rep := mustCut(t, m, lossyfs.CutOptions{Capture: []string{"sub/log", "missing"}})
+	if got := string(rep.Captured["sub/log"]); got != "applied-1\napplied-2\n" {
+		t.Errorf("captured %q, want both lines as readers saw them at the cut", got)
+	}
+	if _, ok := rep.Captured["missing"]; ok || len(rep.Captured) != 1 {
+		t.Errorf("captured %d files (%v), want only sub/log", len(rep.Captured), rep.Captured)
+	}
+	if b, _ := content(t, filepath.Join(m.Dir(), "sub", "log")); string(b) != "applied-1\n" {
+		t.Errorf("after the cut the file holds %q, want only the synced line", b)
+	}
+}
+
 // TestCreateWithoutDirSyncGoneAfterCut: a fsynced file whose directory was
 // never fsynced is gone after a cut.
 func TestCreateWithoutDirSyncGoneAfterCut(t *testing.T) {

@@ -3,6 +3,7 @@ package lossyfs
 import (
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -130,6 +131,39 @@ type CutReport struct {
 	Files, Writes int
 	// Entries is how many directories had unsynced entry changes.
 	Entries int
+	// Captured holds, for each file CutOptions.Capture named that existed
+	// at the cut, its content then (before the revert).
+	Captured map[string][]byte
+}
+
+// capture returns the current content of each regular file of names
+// (slash-separated paths from the root) that exists.
+func (f *FS) capture(names []string) map[string][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]byte{}
+	for _, name := range names {
+		if n := f.lookupPath(name); n != nil && !n.isDir() {
+			out[name] = append([]byte(nil), n.data...)
+		}
+	}
+	return out
+}
+
+// lookupPath returns the node at the slash-separated path name, or nil;
+// f.mu must be held.
+func (f *FS) lookupPath(name string) *node {
+	n := f.root
+	for _, part := range strings.Split(strings.Trim(name, "/"), "/") {
+		if part == "" {
+			continue
+		}
+		if !n.isDir() || n.entries[part] == nil {
+			return nil
+		}
+		n = n.entries[part]
+	}
+	return n
 }
 
 // revert brings every node reachable from the durable root back to its

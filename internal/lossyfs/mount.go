@@ -161,6 +161,12 @@ type CutOptions struct {
 	// seed).
 	Torn bool
 	Rand *rand.Rand
+	// Capture names files (slash-separated paths relative to the mount)
+	// whose content at the moment of the cut — after the kill, before the
+	// revert: what a reader last saw — CutReport.Captured returns. It lets
+	// a test see every write made until the power went, even those the cut
+	// then loses.
+	Capture []string
 }
 
 // Cut simulates a power loss: it kills the registered processes, tears
@@ -185,7 +191,9 @@ func (m *Mount) Cut(opts CutOptions) (CutReport, error) {
 	if !opts.Torn {
 		r = nil
 	}
+	captured := m.tree.capture(opts.Capture)
 	rep := m.tree.revert(r)
+	rep.Captured = captured
 	return rep, m.serve()
 }
 
