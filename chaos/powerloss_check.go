@@ -190,11 +190,12 @@ type applyLogs struct {
 	torn    map[[2]string]bool                // (device, offset) of each line starting with a torn write
 	byTime  map[[2]string][]sim.Entry         // (device, domain) → every distinct apply, by time
 	top     map[[2]string]sim.Entry           // (device, domain) → its apply with the highest token
+	domain  map[string][]sim.Entry            // domain → per token position, its first apply on any device, by position
 }
 
 func newApplyLogs(devices []string, dir string) *applyLogs {
 	return &applyLogs{devices: devices, dir: dir, applied: map[[2]string]map[int64]sim.Entry{},
-		torn: map[[2]string]bool{}, byTime: map[[2]string][]sim.Entry{}, top: map[[2]string]sim.Entry{}}
+		torn: map[[2]string]bool{}, byTime: map[[2]string][]sim.Entry{}, top: map[[2]string]sim.Entry{}, domain: map[string][]sim.Entry{}}
 }
 
 // scan copies each device's log out of the mount (read(2) only: the
@@ -290,7 +291,13 @@ func (al *applyLogs) check(dev string, entries []sim.Entry, when string, led *le
 		}
 		al.applied[k][at] = e
 		al.order(e, when, led)
-		if !e.Idempotent && al.applies(k) == 2 {
+		al.orderDomain(e, when, led)
+		if e.Idempotent {
+			al.reapplied(k, e, when, led)
+			continue
+		}
+		led.sawApply(e.Device, e.ID, e.At)
+		if al.applies(k) == 2 {
 			ats := stampsOf(al.applied[k])
 			led.violate(RuleApplyLog, fmt.Sprintf("device %s applied command %s (%s %s, token %d.%d) twice: at %s and %s (seen in the log %s)",
 				e.Device, e.ID, e.Op, string(e.Args), e.Epoch, e.Seq, ats[0], ats[1], when))
@@ -346,6 +353,66 @@ func (al *applyLogs) order(e sim.Entry, when string, led *ledger) {
 			return
 		}
 	}
+}
+
+// reapplied records a rule 3 violation if e, an idempotent op, was
+// applied before in the same run of the agent: an op is in doubt, and may
+// be applied again, only after a restart.
+func (al *applyLogs) reapplied(k [2]string, e sim.Entry, when string, led *ledger) {
+	r := led.roundAt(e.At)
+	for at, o := range al.applied[k] {
+		if at != e.At.UnixNano() && led.roundAt(o.At) == r {
+			ats := stampsOf(map[int64]sim.Entry{at: o, e.At.UnixNano(): e})
+			led.violate(RuleApplyLog, fmt.Sprintf("device %s applied idempotent command %s (%s, token %d.%d) twice in run %d, with no restart between: at %s and %s (seen in the log %s)",
+				e.Device, e.ID, e.Op, e.Epoch, e.Seq, r, ats[0], ats[1], when))
+			return
+		}
+	}
+}
+
+// domainSlack is how long after a higher token's apply (on any device of
+// the domain) a lower one may still start on another device: the agent
+// checks the domain fence just before the driver, and the two are not one
+// atomic step, so a stalled worker may start a command a moment after
+// another device applied a higher token. Beyond it, the check was skipped.
+const domainSlack = time.Second
+
+// orderDomain records a rule 2 violation if e started more than
+// domainSlack after an apply of a higher token of its domain, on any
+// device: the domain's fence had been raised (durably, before that apply)
+// and e's token was below it when its worker checked.
+func (al *applyLogs) orderDomain(e sim.Entry, when string, led *ledger) {
+	list := al.domain[e.Domain]
+	i := sort.Search(len(list), func(i int) bool {
+		return fence.ComparePosition(list[i].Epoch, list[i].Seq, e.Epoch, e.Seq) >= 0
+	})
+	if i < len(list) && list[i].Epoch == e.Epoch && list[i].Seq == e.Seq {
+		if e.At.Before(list[i].At) {
+			list[i] = e
+		}
+		i++
+	} else {
+		list = append(list, sim.Entry{})
+		copy(list[i+1:], list[i:])
+		list[i] = e
+		al.domain[e.Domain] = list
+		i++
+	}
+	for _, h := range list[i:] { // the higher positions: few, the load's current leases
+		if started := startOf(e); started.After(h.At.Add(domainSlack)) {
+			led.violate(RuleFence, fmt.Sprintf("domain %s: device %s applied %s at %d.%d (at %s), and %s later device %s started %s at %d.%d (at %s): its worker let a token below the domain's fence through (seen in the log %s)",
+				e.Domain, h.Device, h.ID, h.Epoch, h.Seq, h.At.Format(time.RFC3339Nano), started.Sub(h.At).Round(time.Millisecond), e.Device, e.ID, e.Epoch, e.Seq, started.Format(time.RFC3339Nano), when))
+			return
+		}
+	}
+}
+
+// startOf returns when e's apply started (its end if the log has no start).
+func startOf(e sim.Entry) time.Time {
+	if e.Started.IsZero() {
+		return e.At
+	}
+	return e.Started
 }
 
 func (al *applyLogs) backwards(hi, lo sim.Entry, when string, led *ledger) {

@@ -45,9 +45,11 @@ type plAck struct {
 	Output     json.RawMessage `json:"output,omitempty"`     // the answer's output
 	Message    string          `json:"message,omitempty"`    // the answer's message
 	Unanswered bool            `json:"unanswered,omitempty"` // the send gave up with no answer
+	AgentAt    time.Time       `json:"agent_at,omitempty"`   // the answer's own stamp (Result.At): when the agent gave it
 
 	expect resendExpect // what a re-send must answer; a re-send that legitimately changes it updates it
 	resent int
+	silent int // re-sends in a row that got no answer to judge
 }
 
 // resendExpect is what a re-send of a command must answer: the code, and
@@ -126,19 +128,65 @@ type ledger struct {
 	violations []plViolation
 	seen       map[string]bool // violations already recorded (the apply logs repeat theirs at every cut)
 	unanswered int
-	out        *json.Encoder // the run's history: answers and re-sends, one JSON line each
+	starts     []time.Time             // starts[r-2] is when round r began (the agent was dead by then); round 1 from the start
+	applied    map[[2]string]time.Time // (device, id) → its first apply seen in the logs (non-idempotent ops)
+	out        *json.Encoder           // the run's history: answers and re-sends, one JSON line each
 }
 
 func newLedger(history io.Writer) *ledger {
 	return &ledger{round: 1, high: map[string][]highStep{}, tokens: map[string]map[[2]uint64]leaseToken{},
-		seen: map[string]bool{}, out: json.NewEncoder(history)}
+		seen: map[string]bool{}, applied: map[[2]string]time.Time{}, out: json.NewEncoder(history)}
 }
 
-// nextRound starts the agent's next run (after a cut).
-func (l *ledger) nextRound() {
+// nextRound starts the agent's next run (after a cut, the agent dead).
+func (l *ledger) nextRound() { l.nextRoundAt(time.Now()) }
+
+// nextRoundAt starts the agent's next run at t (after the last start).
+func (l *ledger) nextRoundAt(t time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.round++
+	l.starts = append(l.starts, t)
+}
+
+// roundAt returns the round that was running at t.
+func (l *ledger) roundAt(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.roundAtLocked(t)
+}
+
+func (l *ledger) roundAtLocked(t time.Time) int {
+	return 1 + sort.Search(len(l.starts), func(i int) bool { return t.Before(l.starts[i]) })
+}
+
+// startOf returns when round r began (zero for round 1).
+func (l *ledger) startOf(r int) time.Time {
+	if r < 2 || r-2 >= len(l.starts) {
+		return time.Time{}
+	}
+	return l.starts[r-2]
+}
+
+// sawApply records that a device's log shows e applied (non-idempotent
+// ops only): an agent that answers the command afresh in a later run
+// forgot a command its device had (see checkKnown).
+func (l *ledger) sawApply(device, id string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := [2]string{device, id}
+	if first, ok := l.applied[k]; !ok || at.Before(first) {
+		l.applied[k] = at
+	}
+}
+
+// agentStamp parses a result's own time stamp; zero if it has none.
+func agentStamp(res protocol.Result) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, res.At)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // addToken remembers a lease token a supervisor was granted.
@@ -170,8 +218,14 @@ func (l *ledger) answer(a *plAck, res protocol.Result) {
 		return
 	}
 	a.Code, a.Duplicate, a.Output, a.Message, a.expect = res.Code, res.Duplicate, res.Output, res.Message, expectOf(res)
+	a.AgentAt = agentStamp(res)
+	l.checkKnown(a, res, "its answer")
 	if entersDriver(a.Code) {
-		l.checkFence(a, a.Sent, "first sent", a.Code)
+		since, what := a.Sent, "first sent"
+		if start := l.startOf(l.roundAtLocked(a.AgentAt)); !res.Duplicate && !a.AgentAt.IsZero() && start.After(since) {
+			since, what = start, "taken by the agent restarted" // it had every token acknowledged before the cut
+		}
+		l.checkFence(a, since, what, a.Code)
 		l.raise(a.Domain, a.pos(), a.ID, a.At)
 	}
 	l.acks = append(l.acks, a)
@@ -186,6 +240,21 @@ func (l *ledger) record(kind string, a *plAck) {
 		Kind string `json:"kind"`
 		*plAck
 	}{kind, a})
+}
+
+// checkKnown records a rule 1 violation if res, an answer to a given by
+// the agent (its stamp) in a run after the one whose device applied a (as
+// the apply logs show), is not from the journal: the agent forgot a
+// command that had reached its device, so the accept was not durable
+// before the apply (I3). Idempotent ops are accepted again when in doubt.
+func (l *ledger) checkKnown(a *plAck, res protocol.Result, what string) {
+	at, ok := l.applied[[2]string{a.Device, a.ID}]
+	stamp := agentStamp(res)
+	if !ok || a.Idempotent || res.Duplicate || stamp.IsZero() || l.roundAtLocked(stamp) <= l.roundAtLocked(at) {
+		return
+	}
+	l.violateLocked(RuleResend, fmt.Sprintf("command %s (%s on %s, token %d.%d) was applied by its device at %s (run %d), yet %s in run %d was %s, not from the journal: the agent forgot a command its device had",
+		a.ID, a.Op, a.Device, a.Epoch, a.Seq, at.Format(time.RFC3339Nano), l.roundAtLocked(at), what, l.roundAtLocked(stamp), res.Code))
 }
 
 // checkFence records a rule 2 violation if a, answered code (which entered
@@ -262,7 +331,7 @@ func (l *ledger) due(cutAt time.Time, sample int, r *rand.Rand) []*plAck {
 	defer l.mu.Unlock()
 	var due, later []*plAck
 	for _, a := range l.unchecked {
-		if a.Round < l.round || a.At.Before(cutAt) {
+		if a.Round < l.round || a.At.Before(cutAt) || (!a.AgentAt.IsZero() && a.AgentAt.Before(cutAt)) {
 			due = append(due, a)
 		} else {
 			later = append(later, a)
@@ -309,7 +378,11 @@ func (l *ledger) resent(a *plAck, sentAt time.Time, res protocol.Result, verdict
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a.resent++
-	if res.Code != "" && res.Code != protocol.CodeBusy {
+	if res.Code == "" || res.Code == protocol.CodeBusy {
+		l.silentLocked(a)
+	} else {
+		a.silent = 0
+		l.checkKnown(a, res, "the answer to its re-send")
 		if entersDriver(res.Code) && !res.Duplicate {
 			l.checkFence(a, sentAt, "re-sent", res.Code)
 		} else if entersDriver(res.Code) && a.Unanswered {
@@ -321,9 +394,45 @@ func (l *ledger) resent(a *plAck, sentAt time.Time, res protocol.Result, verdict
 		if entersDriver(res.Code) {
 			l.raise(a.Domain, a.pos(), a.ID, time.Now())
 		}
+		if verdict == "" && !res.Duplicate && resendable(res.Code) {
+			l.answeredAnew(a, res)
+		}
 	}
 	_ = l.out.Encode(map[string]any{"kind": "resend", "id": a.ID, "device": a.Device, "round": l.round,
 		"code": res.Code, "duplicate": res.Duplicate, "answered_before": a.Code, "verdict": verdict, "at": stamp(time.Now())})
+}
+
+// maxSilentResends is how many re-sends in a row may go without an answer
+// to judge (each waits plCheckWait with the agent up) before the checker
+// calls it a violation: the agent no longer answers for the command.
+const maxSilentResends = 3
+
+// silentLocked keeps a, whose re-send got no answer to judge (none, or
+// busy), due after the next cut: its fate is still to be learned.
+func (l *ledger) silentLocked(a *plAck) {
+	a.silent++
+	if a.silent >= maxSilentResends {
+		l.violateLocked(RuleResend, fmt.Sprintf("command %s (%s on %s, token %d.%d): %d re-sends in a row got no answer (or busy) from the running agent",
+			a.ID, a.Op, a.Device, a.Epoch, a.Seq, a.silent))
+		return
+	}
+	if !contains(l.unchecked, a) {
+		l.unchecked = append(l.unchecked, a)
+	}
+}
+
+// answeredAnew makes res, a fresh answer to a re-send of a (a
+// never-answered command taken now, an expired one applied now), a's
+// answer of this run: like every answer, it must survive the next cut.
+func (l *ledger) answeredAnew(a *plAck, res protocol.Result) {
+	if a.Code == "" {
+		a.Code, a.Duplicate = res.Code, res.Duplicate
+		l.acks = append(l.acks, a)
+	}
+	a.At, a.Round, a.AgentAt = time.Now(), l.round, agentStamp(res)
+	if !contains(l.unchecked, a) {
+		l.unchecked = append(l.unchecked, a)
+	}
 }
 
 // violate records a broken rule once.

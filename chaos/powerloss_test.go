@@ -202,7 +202,8 @@ func TestPowerLossLedgerFence(t *testing.T) {
 
 // Rule 3: the union of the log copies sees an id applied twice even when
 // each copy holds it once (the cut lost the first line); the same line
-// read again, or an idempotent op applied again, is no violation.
+// read again, or an idempotent op applied again after a restart (it was in
+// doubt), is no violation.
 func TestPowerLossApplyLogUnion(t *testing.T) {
 	led := newLedger(&bytes.Buffer{})
 	al := newApplyLogs([]string{"sim1"}, t.TempDir())
@@ -211,6 +212,7 @@ func TestPowerLossApplyLogUnion(t *testing.T) {
 		return sim.Entry{Device: "sim1", ID: id, Op: "set", Idempotent: idem, Domain: "d1", Epoch: 1, Seq: 1, Holder: "sup1", At: t0.Add(at)}
 	}
 	al.check("sim1", []sim.Entry{e("a", 1, false), e("g", 2, true)}, "copy 1", led)
+	led.nextRoundAt(t0.Add(3)) // a cut, then the restart: g in doubt
 	al.check("sim1", []sim.Entry{e("a", 1, false), e("g", 2, true), e("g", 3, true)}, "copy 2", led)
 	if vs := led.violationsFrom(0); len(vs) != 0 {
 		t.Fatalf("violations %v, want none", vs)
