@@ -421,13 +421,20 @@ func (l *ledger) silentLocked(a *plAck) {
 	}
 }
 
-// answeredAnew makes res, a fresh answer to a re-send of a (a
-// never-answered command taken now, an expired one applied now), a's
-// answer of this run: like every answer, it must survive the next cut.
+// answeredAnew makes res, a fresh answer to a re-send of a, a's answer of
+// this run. A command never answered before joins the answers the draw of
+// older ones picks from. One that entered the driver now (a never-answered
+// command taken now, an expired one applied now) is a result of this run:
+// like every result, it must survive the next cut. A fresh stale_token or
+// expired binds nothing new (the fence only rises; nothing was applied):
+// re-sending it at every cut would only grow the checks.
 func (l *ledger) answeredAnew(a *plAck, res protocol.Result) {
 	if a.Code == "" {
 		a.Code, a.Duplicate = res.Code, res.Duplicate
 		l.acks = append(l.acks, a)
+	}
+	if !entersDriver(res.Code) {
+		return
 	}
 	a.At, a.Round, a.AgentAt = time.Now(), l.round, agentStamp(res)
 	if !contains(l.unchecked, a) {

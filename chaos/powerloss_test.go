@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -246,5 +247,30 @@ func TestPowerLossApplyLogTornLine(t *testing.T) {
 	}
 	if _, err := al.read("sim1", path); err != nil || len(al.torn) != 1 {
 		t.Fatalf("read again: %v, %d torn lines; want the same torn line counted once", err, len(al.torn))
+	}
+}
+
+// A fresh stale_token or expired answer to a re-send binds nothing new:
+// the command is not kept among those every cut re-sends (they would grow
+// with every stale command of a long campaign); a fresh result is.
+func TestPowerLossLedgerRequeuesOnlyFreshResults(t *testing.T) {
+	for _, c := range []struct {
+		code    protocol.Code
+		requeue bool
+	}{{protocol.CodeStaleToken, false}, {protocol.CodeExpired, false}, {protocol.CodeOK, true}} {
+		led := newLedger(&bytes.Buffer{})
+		a := &plAck{ID: "u-1", Op: "set", Device: "sim1", Domain: "d1", Epoch: 1, Seq: 1, Sent: time.Now()}
+		led.answer(a, protocol.Result{})
+		led.nextRound()
+		if due := led.due(time.Now(), 0, rand.New(rand.NewPCG(1, 2))); !contains(due, a) {
+			t.Fatalf("%s: never-answered command not due after the cut", c.code)
+		}
+		judgeLikeResend(led, a, protocol.Result{Code: c.code})
+		if got := contains(led.unchecked, a); got != c.requeue {
+			t.Errorf("re-send answered %s afresh: kept due %v, want %v", c.code, got, c.requeue)
+		}
+		if a.Code != c.code {
+			t.Errorf("re-send answered %s: the command's first code is %q, want it (the draw of older answers picks it up)", c.code, a.Code)
+		}
 	}
 }
