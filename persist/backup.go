@@ -70,4 +70,3 @@ func summarize(tx *bolt.Tx, sum *Summary) error {
 	}
 	return nil
 }
-
