@@ -11,10 +11,15 @@ import (
 // read-only transaction: it runs while the store serves, sees only
 // committed state and holds back no writer (bbolt's Tx.WriteTo). It returns
 // the bytes written. The copy opens with Open like the original (stop the
-// agent, put the copy in place of fence.db, start it).
-func (s *Store) Backup(w io.Writer) (int64, error) {
+// agent, put the copy in place of fence.db, start it). onSize, if not
+// nil, is called with the copy's size before the first byte is written
+// (an HTTP handler sets Content-Length with it).
+func (s *Store) Backup(w io.Writer, onSize func(int64)) (int64, error) {
 	var n int64
 	err := s.view(func(tx *bolt.Tx) error {
+		if onSize != nil {
+			onSize(tx.Size())
+		}
 		var err error
 		n, err = tx.WriteTo(w)
 		return err

@@ -174,9 +174,10 @@ func TestBackupWhileServingOpensWithFences(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "copy.db")
 	var buf bytes.Buffer
-	n, err := s.Backup(&buf)
-	if err != nil || n != int64(buf.Len()) || n == 0 {
-		t.Fatalf("backup: %d bytes (buffer %d), %v", n, buf.Len(), err)
+	var size int64
+	n, err := s.Backup(&buf, func(n int64) { size = n })
+	if err != nil || n != int64(buf.Len()) || n == 0 || size != n {
+		t.Fatalf("backup: %d bytes (buffer %d, announced %d), %v", n, buf.Len(), size, err)
 	}
 	writeFile(t, out, buf.Bytes())
 	sum, err := Inspect(out)
