@@ -2,8 +2,6 @@ package browsertest
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"testing"
 	"time"
 )
@@ -21,7 +19,7 @@ func TestAgentPageEscapesIDs(t *testing.T) {
 	)
 	b := newBrowser(t)
 	w := newWorld(t, inDoubtSeed{id: doubtID, args: doubtJS})
-	la := w.acquireAndSet(w.supervisor("sup-a"), 1)
+	la, _ := w.acquireAndSet(w.supervisor("sup-a"), 1)
 
 	b.open(w.agentURL+"/?refresh=200", pumpRow)
 	b.checkNoInjection()
@@ -55,17 +53,5 @@ func (b *browser) checkNoInjection() {
 		document.getElementById("injected") === null, typeof window.__pwned].join(",")`)
 	if got != "0,1,true,undefined" {
 		b.t.Fatalf("injected markup in the page (img count, script count, no #injected, typeof __pwned): %s", got)
-	}
-}
-
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("%s: %v", url, err)
 	}
 }

@@ -145,8 +145,9 @@ func (w *world) supervisor(holder string) *supervisor.Client {
 	return c
 }
 
-// acquireAndSet takes the plant lease for c and has it set pump1 to v.
-func (w *world) acquireAndSet(c *supervisor.Client, v int) *supervisor.Lease {
+// acquireAndSet takes the plant lease for c and has it set pump1 to v; it
+// returns the lease and the id of the applied command.
+func (w *world) acquireAndSet(c *supervisor.Client, v int) (*supervisor.Lease, string) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -154,10 +155,11 @@ func (w *world) acquireAndSet(c *supervisor.Client, v int) *supervisor.Lease {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if r, err := l.Send(ctx, "pump1", "set", map[string]any{"value": v}); err != nil {
+	r, err := l.Send(ctx, "pump1", "set", map[string]any{"value": v})
+	if err != nil {
 		w.t.Fatalf("set by %s: %+v %v", c.Holder(), r, err)
 	}
-	return l
+	return l, r.ID
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
