@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -24,7 +27,8 @@ var bucketInDoubt = []byte("indoubt")
 type Resolution struct {
 	// Applied: the operator found that the command took effect.
 	Applied bool `json:"applied"`
-	// By names the operator (free text, 1..128 bytes).
+	// By names the operator (free text, 1..128 bytes of UTF-8 without
+	// control characters).
 	By string `json:"by"`
 	// At is when the resolution was journaled (wall clock, ms precision).
 	At time.Time `json:"at"`
@@ -177,6 +181,9 @@ func checkResolve(device, id string, res Resolution) error {
 	}
 	if res.By == "" || len(res.By) > MaxResolverLen {
 		return fmt.Errorf("%w: resolver is %d bytes, want 1..%d", ErrInvalid, len(res.By), MaxResolverLen)
+	}
+	if !utf8.ValidString(res.By) || strings.IndexFunc(res.By, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: resolver %q holds control characters or is not UTF-8", ErrInvalid, res.By)
 	}
 	return nil
 }

@@ -90,6 +90,8 @@ func TestResolveRefusesWhatIsNotInDoubt(t *testing.T) {
 		{"unknown device", "q", "a", "jo", ErrNotInDoubt},
 		{"bad device id", "p/x", "a", "jo", ErrInvalid},
 		{"no resolver", "p", "a", "", ErrInvalid},
+		{"resolver with a newline", "p", "a", "jo\nlevel=ERROR", ErrInvalid},
+		{"resolver not utf-8", "p", "a", "jo\xff", ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := s.Resolve(ctxT(t), tc.device, tc.id, Resolution{By: tc.by}, nil); !errors.Is(err, tc.want) {
