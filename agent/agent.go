@@ -33,9 +33,10 @@ type Agent struct {
 	domains map[string]*domain // by name; one per fencing domain of the devices
 	boot    time.Time
 
-	broker *mqtt.Embedded // nil when an external broker is configured
-	httpLn net.Listener   // nil when HTTP is off
-	conn   *connection
+	broker  *mqtt.Embedded // nil when an external broker is configured
+	httpLn  net.Listener   // nil when HTTP is off
+	httpTok []byte         // bearer token of the operator endpoints; nil: loopback clients only
+	conn    *connection
 
 	failOnce sync.Once
 	failed   chan struct{} // closed by fail
@@ -67,9 +68,13 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if a.env.keys, err = loadKeys(cfg.Trust.Keys); err != nil {
 		return nil, err
 	}
+	if a.httpTok, err = loadHTTPToken(cfg.HTTP.TokenFile); err != nil {
+		return nil, err
+	}
 	if a.env.store, err = openStore(cfg.Agent.DataDir, m); err != nil {
 		return nil, err
 	}
+	m.reg.MustRegister(inDoubtCollector{store: a.env.store, devices: cfg.Devices})
 	a.logInDoubt()
 	if err = a.rehomeDevices(); err != nil {
 		return nil, err

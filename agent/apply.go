@@ -27,7 +27,11 @@ func (d *device) apply(p pending) {
 		res = d.applyToDriver(p)
 	}
 	b := mustJSON(res)
-	if err := d.env.store.Complete(context.Background(), d.id, p.cmd.ID, b); err != nil {
+	complete := d.env.store.Complete
+	if res.Status == protocol.StatusInDoubt {
+		complete = d.env.store.CompleteInDoubt // listed for an operator to resolve
+	}
+	if err := complete(context.Background(), d.id, p.cmd.ID, b); err != nil {
 		if !errors.Is(err, persist.ErrNotAccepted) {
 			d.env.fatal(err)
 			return
@@ -119,7 +123,7 @@ func (d *device) answerAwaited(p pending) {
 		d.env.fatal(err)
 		return
 	}
-	if ok && rec.State == persist.StateDone {
+	if ok && (rec.State == persist.StateDone || rec.State == persist.StateResolved) {
 		d.replayResult(p, rec)
 		return
 	}

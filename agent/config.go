@@ -112,6 +112,10 @@ type DeviceConfig struct {
 type HTTPConfig struct {
 	// Listen address; default 127.0.0.1:9464; "off" disables it.
 	Listen string `yaml:"listen"`
+	// TokenFile holds the bearer token the mutating and bulk endpoints
+	// (resolving an in-doubt command, backup) require. Empty: those
+	// endpoints answer only clients on a loopback address.
+	TokenFile string `yaml:"token_file"`
 }
 
 // LoadConfig reads and validates a config file; errors name the key path

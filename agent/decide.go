@@ -67,7 +67,7 @@ func (d *device) decided(p pending, dec persist.Decision) {
 // duplicate answers a retry of a journaled command without applying it.
 func (d *device) duplicate(p pending, rec persist.Record) {
 	switch rec.State {
-	case persist.StateDone:
+	case persist.StateDone, persist.StateResolved: // resolved: the operator's answer (see resolve.go)
 		d.replayResult(p, rec)
 	case persist.StateAccepted:
 		p.await = true // in flight in the apply stage: answer after it

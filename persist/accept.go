@@ -141,9 +141,12 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 		return d, err
 	}
 	rec := Record{ID: cmd.ID, State: StateAccepted, Token: cmd.Token.Fence(), AcceptedAt: s.opts.Now(),
-		Digest: digest, Idempotent: cmd.Idempotent, order: old.order, stamp: s.clock.now()}
+		Digest: digest, Idempotent: cmd.Idempotent, Op: cmd.Op, Args: compactJSON(cmd.Args), order: old.order, stamp: s.clock.now()}
 	if old.order != 0 {
 		rec.AcceptedAt = old.AcceptedAt // a re-accepted in-doubt command keeps its place and age
+		if err := unindexInDoubt(tx, j, cmd.ID); err != nil {
+			return Decision{}, err
+		}
 	}
 	if err := j.put(rec); err != nil {
 		return Decision{}, err
@@ -314,6 +317,12 @@ func (s *Store) Complete(ctx context.Context, device, id string, result []byte) 
 	if err := checkCommandID(id); err != nil {
 		return err
 	}
+	return s.complete(ctx, device, id, result, false)
+}
+
+// complete moves an accepted command to StateDone with its result; inDoubt
+// also lists it among the open in-doubt commands (CompleteInDoubt).
+func (s *Store) complete(ctx context.Context, device, id string, result []byte, inDoubt bool) error {
 	var logical error
 	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
 		j := journalFor(tx, device)
@@ -326,7 +335,11 @@ func (s *Store) Complete(ctx context.Context, device, id string, result []byte) 
 			return false, nil
 		}
 		r.State, r.DoneAt, r.Result = StateDone, s.opts.Now(), append([]byte(nil), result...)
-		return true, j.put(r)
+		if !inDoubt {
+			r.Args = nil // kept only while the command may need an operator's look
+			return true, j.put(r)
+		}
+		return true, putInDoubt(tx, j, r)
 	})
 	if err != nil {
 		return err

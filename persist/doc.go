@@ -4,7 +4,9 @@
 // Per device it holds the highest accepted fencing token and a journal of
 // commands keyed by command id (accepted → done with its result bytes, or
 // in_doubt when the store is opened after a crash and a command has no
-// result). Accept is the one operation the agent makes for every command: it
+// result; resolved once an operator has said whether an in-doubt command
+// took effect, see Resolve).
+// Accept is the one operation the agent makes for every command: it
 // answers from the journal, rejects a stale token, or raises the fence and
 // journals the command — and returns only after that decision is fsynced
 // (invariants I2, I3 and I4 of the design).

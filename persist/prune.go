@@ -61,6 +61,9 @@ func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 		if err := j.ids.Delete(k); err != nil {
 			return i, err
 		}
+		if err := tx.Bucket(bucketInDoubt).Delete(k); err != nil { // an in-doubt record leaves the list with the window
+			return i, err
+		}
 		if err := j.order.Delete(j.key(orderKey(first + uint64(i)))); err != nil {
 			return i, err
 		}

@@ -21,6 +21,9 @@ const (
 	// store was opened after the agent stopped; it may or may not have
 	// reached the device.
 	StateInDoubt State = "in_doubt"
+	// StateResolved: an operator resolved the in-doubt command (Resolve);
+	// Result holds the answer for retries, Resolution who decided what.
+	StateResolved State = "resolved"
 )
 
 // Record is one journaled command.
@@ -36,6 +39,13 @@ type Record struct {
 	Digest string
 	// Idempotent: the driver declared the op idempotent when it was accepted.
 	Idempotent bool
+	// Op and Args are the command's op and args as accepted, kept so that an
+	// operator can see what an in-doubt command was. Empty for records
+	// written before they were kept.
+	Op   string
+	Args []byte
+	// Resolution is the operator's decision; set only in StateResolved.
+	Resolution *Resolution
 	order      uint64    // position in the device's journal order
 	stamp      time.Time // store-clock time of acceptance, for retention (order index)
 }
@@ -50,11 +60,14 @@ type recordJSON struct {
 	Order      uint64      `json:"order"`
 	Digest     string      `json:"digest,omitempty"`
 	Idempotent bool        `json:"idempotent,omitempty"`
+	Op         string      `json:"op,omitempty"`
+	Args       []byte      `json:"args,omitempty"`
+	Resolution *Resolution `json:"resolution,omitempty"`
 }
 
 func encodeRecord(r Record) ([]byte, error) {
 	j := recordJSON{State: r.State, Token: r.Token, AcceptedAt: r.AcceptedAt.UnixMilli(), Result: r.Result, Order: r.order,
-		Digest: r.Digest, Idempotent: r.Idempotent}
+		Digest: r.Digest, Idempotent: r.Idempotent, Op: r.Op, Args: r.Args, Resolution: r.Resolution}
 	if !r.DoneAt.IsZero() {
 		j.DoneAt = r.DoneAt.UnixMilli()
 	}
@@ -67,12 +80,13 @@ func decodeRecord(id string, b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: journal %q: %w", ErrCorrupt, id, err)
 	}
 	r := Record{ID: id, State: j.State, Token: j.Token, AcceptedAt: time.UnixMilli(j.AcceptedAt),
-		Result: j.Result, Digest: j.Digest, Idempotent: j.Idempotent, order: j.Order}
+		Result: j.Result, Digest: j.Digest, Idempotent: j.Idempotent, Op: j.Op, Args: j.Args, Resolution: j.Resolution,
+		order: j.Order}
 	if j.DoneAt != 0 {
 		r.DoneAt = time.UnixMilli(j.DoneAt)
 	}
 	switch r.State {
-	case StateAccepted, StateDone, StateInDoubt:
+	case StateAccepted, StateDone, StateInDoubt, StateResolved:
 		return r, nil
 	}
 	return Record{}, fmt.Errorf("%w: journal %q: state %q", ErrCorrupt, id, j.State)

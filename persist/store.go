@@ -62,6 +62,9 @@ func (s *Store) recover(tx *bolt.Tx) error {
 		return err
 	}
 	s.clock = newStoreClock(tx, s.opts.Uptime)
+	if err := initInDoubtIndex(tx); err != nil {
+		return err
+	}
 	if err := s.markInDoubt(tx); err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func (s *Store) markInDoubt(tx *bolt.Tx) error {
 			return fmt.Errorf("%w: pending %s/%s has no accepted record", ErrCorrupt, c.Device, c.ID)
 		}
 		r.State = StateInDoubt
-		if err := j.put(r); err != nil {
+		if err := putInDoubt(tx, j, r); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@
 // comparison. See docs/agent.md.
 //
 //	agent --config agent.yaml [--log-format text|json] [--log-level info]
+//	agent backup --config agent.yaml --out FILE [--force]
 package main
 
 import (
@@ -19,6 +20,12 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "backup" { // backup.go
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := runBackup(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	configPath := flag.String("config", "", "agent configuration file (YAML); required")
 	logFormat := flag.String("log-format", "text", "log format: text or json")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn or error")

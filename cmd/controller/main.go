@@ -5,6 +5,7 @@
 //	controller --data-dir DIR --key FILE [--mqtt URL | --embedded-broker ADDR] [--http ADDR]
 //	controller keygen [--dir DIR] [--force]
 //	controller epoch-bump --data-dir DIR [--epoch N]
+//	controller backup (--config FILE | --http ADDR) --out FILE [--token-file F] [--force]
 //	controller --store etcd --etcd-endpoints URL,... --key FILE [...]
 //	controller epoch-bump --store etcd --etcd-endpoints URL,...
 package main
@@ -44,10 +45,11 @@ func main() {
 
 // command is a parsed command line.
 type command struct {
-	name string        // "serve", "keygen" or "epoch-bump"
-	cfg  server.Config // serve
-	dir  string        // keygen: output directory; epoch-bump: data dir
-	over bool          // keygen: overwrite
+	name   string        // "serve", "keygen" or "epoch-bump"
+	cfg    server.Config // serve
+	dir    string        // keygen: output directory; epoch-bump: data dir
+	over   bool          // keygen: overwrite
+	backup backupCmd     // backup (backup.go)
 }
 
 // run executes cmd until it is done or ctx is cancelled; cancellation is a
@@ -62,6 +64,8 @@ func run(ctx context.Context, cmd command, stderr io.Writer) error {
 			return epochBumpEtcd(ctx, cmd.cfg.Etcd, at, stderr)
 		}
 		return epochBump(cmd.dir, at, stderr)
+	case "backup":
+		return runBackup(ctx, cmd.backup, stderr)
 	}
 	return serve(ctx, cmd.cfg, stderr)
 }
@@ -85,6 +89,8 @@ func parseArgs(args []string, stderr io.Writer) (command, error) {
 			return parseKeygen(args[1:], stderr)
 		case "epoch-bump":
 			return parseEpochBump(args[1:], stderr)
+		case "backup":
+			return parseBackup(args[1:], stderr)
 		case "serve":
 			args = args[1:]
 		}

@@ -9,6 +9,7 @@
 //	fencectl watch [DEVICE ...]
 //	fencectl devices
 //	fencectl token decode TOKEN [--pub FILE]
+//	fencectl indoubt list | resolve DEVICE ID --applied|--not-applied
 //
 // Exit codes: 0 success (applied, granted, …), 1 error (usage, connection),
 // 2 rejected (stale token, held lease, bad request, …), 3 failed (device
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) int{
 		"demo": runDemo, demoSupervisorCmd: runDemoSupervisor, "keygen": runKeygen, "lease": runLease,
 		"send": runSend, "watch": runWatch, "devices": runDevices, "token": runToken,
+		"indoubt": runInDoubt,
 	}
 	f, ok := cmds[args[0]]
 	if !ok {
@@ -69,6 +71,7 @@ commands:
   watch [DEVICE ...]                     print device state and results as they happen
   devices                                list every device the broker knows a state for
   token decode TOKEN [--pub FILE]        show a token's fields and check its signature
+  indoubt list|resolve DEVICE ID         list in-doubt commands; resolve one --applied|--not-applied
 
 Run 'fencectl COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error,
 2 rejected, 3 failed, 4 in doubt, 5 no answer.

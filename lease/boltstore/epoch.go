@@ -37,6 +37,9 @@ func BumpEpoch(path string, now time.Time, lockTimeout time.Duration) (old, bump
 			return err
 		}
 		bumped = max(uint64(max(now.UnixMilli(), 0)), old+1)
+		if err := meta.Delete(keyRestorePending); err != nil { // a restored copy may serve now
+			return err
+		}
 		return meta.Put(keyEpoch, binary.BigEndian.AppendUint64(nil, bumped))
 	})
 	if err != nil {

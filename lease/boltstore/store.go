@@ -128,6 +128,9 @@ func initLayout(tx *bolt.Tx, newEpoch func() (uint64, error)) (uint64, error) {
 	if v := meta.Get(keySchema); v != nil && string(v) != string(schemaVersion) {
 		return 0, fmt.Errorf("%w: schema %q, want %q", lease.ErrCorrupt, v, schemaVersion)
 	}
+	if err := checkNotPending(meta); err != nil {
+		return 0, err
+	}
 	if err := meta.Put(keySchema, schemaVersion); err != nil {
 		return 0, err
 	}

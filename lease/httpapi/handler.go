@@ -5,6 +5,8 @@
 //	GET  /v1/leases/{domain}                         (get)
 //	GET  /v1/keys                                    public keys with key ids
 //	GET  /healthz, /readyz, /metrics
+//	GET  /, /v1/status                               status page (HTML) and its data
+//	GET  /v1/backup                                  a consistent copy of the bbolt store
 //
 // Responses are protocol.Response. Status: 200 when ok, 409 for held,
 // not_holder and expired, 400 for bad input (with a JSON body), 503 for
@@ -45,6 +47,8 @@ type Config struct {
 	// Metrics serves /metrics; nil leaves the path unserved.
 	Metrics http.Handler
 	Logger  *slog.Logger
+	// Backup serves GET /v1/backup (backup.go); nil answers 501.
+	Backup Backuper
 }
 
 // New returns the controller's HTTP handler.
@@ -62,6 +66,9 @@ func New(cfg Config) http.Handler {
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
+	mux.HandleFunc("GET /{$}", h.statusPageHandler) // status.go
+	mux.HandleFunc("GET /v1/status", h.statusJSON)
+	mux.HandleFunc("GET /v1/backup", h.backup) // backup.go
 	return mux
 }
 

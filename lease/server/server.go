@@ -142,8 +142,12 @@ func (c *Controller) listenHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
-	h := httpapi.New(httpapi.Config{Controller: c.leases, Ready: c.Ready, Logger: c.log,
-		Metrics: promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg})})
+	hc := httpapi.Config{Controller: c.leases, Ready: c.Ready, Logger: c.log,
+		Metrics: promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg})}
+	if b, ok := c.store.(httpapi.Backuper); ok {
+		hc.Backup = b
+	}
+	h := httpapi.New(hc)
 	c.http = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	c.httpLn = ln
 	c.log.Info("http listening", "addr", ln.Addr().String())
