@@ -171,7 +171,7 @@ func startSender(t *testing.T, broker string) *sender {
 	var l *supervisor.Lease
 	waitUntil(t, "first lease", func() bool {
 		var err error
-		l, err = c.Acquire(ctx, "line1-press", supervisor.AcquireOptions{TTL: 3 * time.Second})
+		l, err = c.Acquire(ctx, "line1-press", supervisor.AcquireOptions{TTL: 5 * time.Second})
 		return err == nil
 	})
 	s := &sender{lease: l, stop: make(chan struct{}), keys: map[string]int{}}
@@ -226,7 +226,7 @@ func TestRotationRunbook(t *testing.T) {
 	oldKey := s.lease.Fence().KeyID.String()
 	oldToken := s.lease.Token()
 	time.Sleep(500 * time.Millisecond) // some commands under the old key
-	in.sh(runbook(t), "MAX_TTL=4", "DOMAINS=line1-press", "FENCECTL_FLAGS=--broker "+in.broker)
+	in.sh(runbook(t), "MAX_TTL=6", "DOMAINS=line1-press", "FENCECTL_FLAGS=--broker "+in.broker)
 	time.Sleep(time.Second) // and some after
 	sent, bad, keys := s.finish()
 	newPub, err := fence.LoadPublicKey(filepath.Join(in.fg, "keys/next/controller.pub"))

@@ -66,9 +66,15 @@ type Config struct {
 	// EmbeddedBroker starts an in-process MQTT broker on this address and,
 	// unless mqtt.broker is set, serves the MQTT API through it.
 	EmbeddedBroker string `yaml:"embedded_broker"`
-	// EmbeddedBrokerAllowAnonymous lets the embedded broker listen on a
-	// non-loopback address (it admits anyone; logged as a warning).
+	// EmbeddedBrokerAllowAnonymous lets the embedded broker admit clients
+	// without credentials on a non-loopback address (logged as a warning).
 	EmbeddedBrokerAllowAnonymous bool `yaml:"embedded_broker_allow_anonymous"`
+	// EmbeddedBrokerPasswordFile is the embedded broker's users,
+	// "user:bcrypt-hash" lines (htpasswd -nB).
+	EmbeddedBrokerPasswordFile string `yaml:"embedded_broker_password_file"`
+	// EmbeddedBrokerTLS makes the embedded broker serve TLS and, with
+	// client_ca, admit clients by certificate.
+	EmbeddedBrokerTLS mqtt.ServerTLS `yaml:"embedded_broker_tls"`
 	// MQTT is the broker connection and where responses may go. Empty
 	// broker (and no embedded broker): no MQTT API.
 	MQTT MQTTConfig `yaml:"mqtt"`

@@ -31,11 +31,42 @@ func (c Config) validateSecurity() error {
 			return fmt.Errorf("trust_keys[%d] (--trust-key): empty file name", i)
 		}
 	}
-	if b := c.EmbeddedBroker; b != "" && !c.EmbeddedBrokerAllowAnonymous && !mqtt.IsLoopback(b) {
-		return fmt.Errorf("embedded_broker (--embedded-broker): %q is not a loopback address and the embedded broker admits anyone: "+
-			"use a broker with ACLs, or set embedded_broker_allow_anonymous: true (--embedded-broker-allow-anonymous)", b)
+	return c.validateEmbeddedBroker()
+}
+
+// validateEmbeddedBroker refuses an embedded broker that would admit
+// anyone on a non-loopback address.
+func (c Config) validateEmbeddedBroker() error {
+	b := c.EmbeddedBroker
+	if b == "" {
+		return nil
+	}
+	if err := c.EmbeddedBrokerTLS.Validate("embedded_broker_tls"); err != nil {
+		return err
+	}
+	hasAuth := c.EmbeddedBrokerPasswordFile != "" || c.EmbeddedBrokerTLS.ClientCA != ""
+	if !hasAuth && !c.EmbeddedBrokerAllowAnonymous && !mqtt.IsLoopback(b) {
+		return fmt.Errorf("embedded_broker (--embedded-broker): %q is not a loopback address and the embedded broker would admit anyone: "+
+			"set embedded_broker_password_file or embedded_broker_tls.client_ca, or embedded_broker_allow_anonymous: true (--embedded-broker-allow-anonymous)", b)
 	}
 	return nil
+}
+
+// embeddedOptions are the embedded broker's options: address, users, TLS
+// and anonymous policy.
+func (c *Controller) embeddedOptions() (mqtt.EmbeddedOptions, error) {
+	o := mqtt.EmbeddedOptions{Addr: c.cfg.EmbeddedBroker, Logger: c.log.With("component", "broker"),
+		AllowAnonymous: c.cfg.EmbeddedBrokerAllowAnonymous}
+	var err error
+	if p := c.cfg.EmbeddedBrokerPasswordFile; p != "" {
+		if o.Users, err = mqtt.LoadPasswordFile(p); err != nil {
+			return o, fmt.Errorf("embedded_broker_password_file: %w", err)
+		}
+	}
+	if c.cfg.EmbeddedBrokerTLS.Enabled() {
+		o.TLS, err = c.cfg.EmbeddedBrokerTLS.Config("embedded_broker_tls")
+	}
+	return o, err
 }
 
 // loadTrusted reads the trust_keys public key files.

@@ -29,6 +29,12 @@ func TestSecurityConfigNamesKey(t *testing.T) {
 			c.Authz = httpapi.Policy{{Identity: "x", Domains: []string{"["}}}
 		}, "authz[0].domains[0]"},
 		{"embedded broker exposed", func(c *server.Config) { c.EmbeddedBroker = "0.0.0.0:0" }, "embedded_broker_allow_anonymous"},
+		{"embedded broker password file missing", func(c *server.Config) {
+			c.EmbeddedBroker, c.EmbeddedBrokerPasswordFile = "0.0.0.0:0", filepath.Join(dir, "none")
+		}, "embedded_broker_password_file"},
+		{"embedded broker client CA without cert", func(c *server.Config) {
+			c.EmbeddedBroker, c.EmbeddedBrokerTLS.ClientCA = "127.0.0.1:0", "ca.pem"
+		}, "embedded_broker_tls.client_ca"},
 		{"trust key missing", func(c *server.Config) { c.TrustKeys = []string{filepath.Join(dir, "none.pub")} }, "trust_keys[0] (--trust-key)"},
 		{"token file missing", func(c *server.Config) { c.HTTPAuth.TokenFile = filepath.Join(dir, "none") }, "http_auth.token_file"},
 	}

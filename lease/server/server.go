@@ -115,8 +115,11 @@ func (c *Controller) granted(t fence.Token) {
 func (c *Controller) openMQTT() error {
 	broker := c.cfg.MQTT.Config
 	if c.cfg.EmbeddedBroker != "" {
-		b, err := mqtt.StartEmbeddedWith(mqtt.EmbeddedOptions{Addr: c.cfg.EmbeddedBroker, Logger: c.log.With("component", "broker"),
-			AllowAnonymous: c.cfg.EmbeddedBrokerAllowAnonymous})
+		o, err := c.embeddedOptions()
+		if err != nil {
+			return err
+		}
+		b, err := mqtt.StartEmbeddedWith(o)
 		if err != nil {
 			return err
 		}
@@ -124,7 +127,7 @@ func (c *Controller) openMQTT() error {
 		c.onClose(func() { b.Close() })
 		c.log.Info("embedded broker listening", "addr", b.Addr())
 		if broker.Broker == "" {
-			broker.Broker = b.URL()
+			broker.Broker = b.InternalURL() // a credential: never logged
 		}
 	}
 	if broker.Broker == "" {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 
@@ -171,4 +172,14 @@ func addUser(users map[string][]byte, line string) error {
 	}
 	users[user] = []byte(hash)
 	return nil
+}
+
+// Redact is broker with any password in its user info replaced by "xxxxx",
+// for logs (InternalURL carries a secret).
+func Redact(broker string) string {
+	u, err := url.Parse(broker)
+	if err != nil {
+		return "(unparsable broker URL)"
+	}
+	return u.Redacted()
 }
