@@ -11,6 +11,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/fencegate/fencegate/internal/logtest"
 	"github.com/fencegate/fencegate/internal/tlstest"
 )
 
@@ -35,11 +36,15 @@ func TestEmbeddedRefusesAnonymousOffLoopback(t *testing.T) {
 	if !errors.Is(err, ErrAnonymousExposed) {
 		t.Fatalf("err = %v, want ErrAnonymousExposed", err)
 	}
-	b, err := StartEmbeddedWith(EmbeddedOptions{Addr: "0.0.0.0:0", AllowAnonymous: true})
+	rec := logtest.New()
+	b, err := StartEmbeddedWith(EmbeddedOptions{Addr: "0.0.0.0:0", AllowAnonymous: true, Logger: rec.Logger()})
 	if err != nil {
 		t.Fatalf("allowed anonymous: %v", err)
 	}
 	defer b.Close()
+	if len(rec.Matching(map[string]string{"level": "WARN", "addr": "0.0.0.0:0"})) == 0 {
+		t.Fatalf("no warning about the anonymous exposed broker:\n%s", rec.Dump())
+	}
 	url := "tcp://127.0.0.1:" + b.Addr()[strings.LastIndex(b.Addr(), ":")+1:]
 	if err := tryConnect(t, Config{Broker: url, ClientID: "anon"}); err != nil {
 		t.Fatalf("anonymous client on an allowed broker: %v", err)
