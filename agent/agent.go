@@ -146,7 +146,7 @@ func (a *Agent) openDevices() error {
 	for i, dc := range a.cfg.Devices {
 		dlog := a.log.With("device", dc.ID)
 		settings := devices.Settings{Node: &a.cfg.Devices[i].Settings, Path: fmt.Sprintf("devices[%d].settings", i),
-			Broker: a.BrokerURL()}
+			Broker: a.dialURL()}
 		drv, err := devices.Open(dc.Driver, dc.ID, settings, dlog)
 		if err != nil {
 			return fmt.Errorf("devices[%d] (%s): %w", i, dc.ID, err)
@@ -190,9 +190,9 @@ func (a *Agent) driverTopics() []string {
 // the HTTP listener (unless it is off).
 func (a *Agent) listen() error {
 	if a.cfg.MQTT.Broker == "" {
-		b, err := mqtt.StartEmbeddedLimit(a.cfg.MQTT.Listen, a.log.With("component", "broker"), a.maxPacket())
+		b, err := a.startEmbedded()
 		if err != nil {
-			return fmt.Errorf("mqtt.listen: %w", err)
+			return err
 		}
 		a.broker = b
 	}

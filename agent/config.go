@@ -53,7 +53,19 @@ type MQTTConfig struct {
 	// Broker is the broker URL; empty starts an embedded broker on Listen.
 	Broker string `yaml:"broker"`
 	// Listen is the embedded broker's address. Default 127.0.0.1:1883.
+	// An address that is not loopback needs PasswordFile, ServerTLS with a
+	// client CA, or AllowAnonymous.
 	Listen string `yaml:"listen"`
+	// PasswordFile is the embedded broker's users: "user:bcrypt-hash" lines
+	// (htpasswd -nB). Empty: no password users.
+	PasswordFile string `yaml:"password_file"`
+	// ServerTLS makes the embedded broker serve TLS (cert, key) and, with
+	// client_ca, admit clients by certificate (mutual TLS).
+	ServerTLS mqtt.ServerTLS `yaml:"server_tls"`
+	// AllowAnonymous lets the embedded broker admit clients without
+	// credentials on a non-loopback Listen (logged as a warning). Default
+	// false: such a broker refuses to start.
+	AllowAnonymous bool `yaml:"allow_anonymous"`
 	// ClientID default "fencegate-agent-<agent id>"; unique per agent.
 	ClientID string   `yaml:"client_id"`
 	Username string   `yaml:"username"`
@@ -173,6 +185,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent.id: %w", err)
 	}
 	if err := c.MQTT.client().Validate("mqtt"); err != nil {
+		return err
+	}
+	if err := c.MQTT.validateEmbedded(); err != nil {
 		return err
 	}
 	for i, p := range c.MQTT.ReplyPrefixes {

@@ -51,7 +51,7 @@ func (a *Agent) newConnection() (*connection, error) {
 		grantsSeen: map[string]bool{}}
 	c.intake.Store(true)
 	cfg := a.cfg.MQTT.client()
-	cfg.Broker = a.BrokerURL()
+	cfg.Broker = a.dialURL()
 	opts, err := cfg.ClientOptions(c.onConnect)
 	if err != nil {
 		return nil, err

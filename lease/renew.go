@@ -21,16 +21,29 @@ func (c *Controller) lockFor(ctx context.Context, name string, req protocol.Requ
 	return tok, d, err
 }
 
-// renew extends the live lease req.Token names, keeping its token.
+// renew extends the live lease req.Token names, keeping its token — or,
+// if another trusted key signed it (a key rotation), re-signing the same
+// lease with the current key: same domain, position, holder and issue
+// time, stored before it is answered and then announced (OnGrant).
 func (c *Controller) renew(ctx context.Context, name string, req protocol.Request) (protocol.Response, error) {
 	tok, d, err := c.lockFor(ctx, name, req)
 	if err != nil || d == nil {
 		return protocol.Response{Code: protocol.CodeNotHolder}, err
 	}
-	defer c.done(name, d)
+	resp, resigned, err := c.renewLocked(ctx, name, d, tok, req)
+	c.done(name, d)
+	if resigned.Raw != "" && c.onGrant != nil {
+		c.onGrant(resigned)
+	}
+	return resp, err
+}
+
+// renewLocked is renew with d locked; resigned is set when the lease was
+// re-signed with the current key.
+func (c *Controller) renewLocked(ctx context.Context, name string, d *domain, tok fence.Token, req protocol.Request) (protocol.Response, fence.Token, error) {
 	now := c.clock.Now()
 	if resp, ok := current(d, tok, now); !ok {
-		return resp, nil
+		return resp, fence.Token{}, nil
 	}
 	l := d.rec.Lease
 	ttl := l.TTLms
@@ -38,18 +51,27 @@ func (c *Controller) renew(ctx context.Context, name string, req protocol.Reques
 	if changed {
 		ttl = req.TTLms
 	}
-	if changed || c.shared {
+	resigned, err := c.resign(l)
+	if err != nil {
+		return protocol.Response{}, fence.Token{}, err
+	}
+	if changed || c.shared || resigned.Raw != "" {
 		// A restart honours the stored TTL, so a changed one is stored
 		// first; on a Shared store every renewal is stored, so the other
-		// replicas restart their count.
+		// replicas restart their count; a re-signed token is stored
+		// before anyone sees it.
 		next := d.rec.clone()
 		next.Lease.TTLms = ttl
-		if err := c.commit(ctx, name, d, next); err != nil {
-			return protocol.Response{}, err
+		if resigned.Raw != "" {
+			next.Lease.Token = resigned.Raw
 		}
+		if err := c.commit(ctx, name, d, next); err != nil {
+			return protocol.Response{}, fence.Token{}, err
+		}
+		l = d.rec.Lease
 	}
 	d.setDeadline(c.clock.Now().Add(msDuration(ttl)))
-	return protocol.Response{OK: true, Code: protocol.CodeRenewed, Token: l.Token, Holder: l.Holder, ExpiresInMs: int64(ttl)}, nil
+	return protocol.Response{OK: true, Code: protocol.CodeRenewed, Token: l.Token, Holder: l.Holder, ExpiresInMs: int64(ttl)}, resigned, nil
 }
 
 // release ends the lease req.Token names, expired or not, and wakes
@@ -60,7 +82,7 @@ func (c *Controller) release(ctx context.Context, name string, req protocol.Requ
 		return protocol.Response{Code: protocol.CodeNotHolder}, err
 	}
 	defer c.done(name, d)
-	if l := d.rec.Lease; l == nil || l.Token != tok.Raw {
+	if !sameLease(d.rec.Lease, tok) {
 		return notHolder(d, c.clock.Now()), nil
 	}
 	next := d.rec.clone()
@@ -112,7 +134,7 @@ func (c *Controller) verify(name string, req protocol.Request) (fence.Token, err
 func current(d *domain, tok fence.Token, now time.Time) (protocol.Response, bool) {
 	l := d.rec.Lease
 	switch {
-	case l == nil || l.Token != tok.Raw:
+	case !sameLease(l, tok):
 		return notHolder(d, now), false
 	case !d.live(now):
 		return protocol.Response{Code: protocol.CodeExpired, Token: l.Token, Holder: l.Holder}, false

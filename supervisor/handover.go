@@ -72,14 +72,15 @@ func (l *Lease) judgeHandover(device string, s handoverState) (bool, error) {
 	case s.Domain != "" && s.Domain != l.domain:
 		return true, fmt.Errorf("%w: %s is in domain %s, not %s", ErrWrongDomain, device, s.Domain, l.domain)
 	}
-	switch cmp := fence.ComparePosition(f.Epoch, f.Seq, l.token.Epoch, l.token.Seq); {
+	tok := l.Fence()
+	switch cmp := fence.ComparePosition(f.Epoch, f.Seq, tok.Epoch, tok.Seq); {
 	case cmp < 0:
 		return false, nil
-	case cmp == 0 && f.Holder == l.token.Holder:
+	case cmp == 0 && f.Holder == tok.Holder:
 		return true, nil
 	case cmp == 0:
 		return true, fmt.Errorf("%w: %s is fenced at this lease's position %d.%d by holder %s, not %s: a lease of another domain (or a controller fault)",
-			ErrWrongDomain, device, f.Epoch, f.Seq, f.Holder, l.token.Holder)
+			ErrWrongDomain, device, f.Epoch, f.Seq, f.Holder, tok.Holder)
 	}
 	l.lose(fmt.Errorf("device %s is fenced at a newer lease %d.%d/%s", device, f.Epoch, f.Seq, f.Holder))
 	return true, fmt.Errorf("%w: %s is fenced at %d.%d/%s", ErrStale, device, f.Epoch, f.Seq, f.Holder)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/protocol"
 )
 
@@ -47,15 +48,32 @@ func (l *Lease) renewOnce() bool {
 	}
 	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	defer cancel()
-	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRenew, protocol.Request{Token: l.token.Raw}, 0)
+	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRenew, protocol.Request{Token: l.Token()}, 0)
 	switch {
 	case err != nil:
 		return false
 	case resp.Code == protocol.CodeRenewed:
+		l.adopt(resp.Token)
 		l.confirm(sent)
 		return true
 	case resp.Code == protocol.CodeExpired || resp.Code == protocol.CodeNotHolder:
 		l.lose(fmt.Errorf("renewal refused: %s", resp.Code))
 	}
 	return false
+}
+
+// adopt takes the token a renewal answered with if it names the same
+// lease under another signature — the controller re-signed it with a
+// rotated key — so later commands and renewals carry the new key's
+// signature. Anything else is ignored: the lease keeps its token.
+func (l *Lease) adopt(raw string) {
+	cur := l.token.Load()
+	if raw == "" || raw == cur.Raw {
+		return
+	}
+	t, err := fence.ParseUnverified(raw)
+	if err != nil || !t.SameLease(*cur) {
+		return
+	}
+	l.token.CompareAndSwap(cur, &t)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
@@ -26,7 +27,7 @@ type AcquireOptions struct {
 type Lease struct {
 	c      *Client
 	domain string
-	token  fence.Token // decoded, not verified: the agent verifies it
+	token  atomic.Pointer[fence.Token] // decoded, not verified (the agent verifies it); replaced by a re-signed renewal
 	ttl    time.Duration
 
 	ctx     context.Context         // cancelled, with Err as its cause, when the lease is lost or released
@@ -74,7 +75,8 @@ func (c *Client) newLease(domain, raw string, ttl time.Duration, sent time.Time)
 	if err != nil {
 		return nil, fmt.Errorf("%w: granted token: %w", ErrInternal, err)
 	}
-	l := &Lease{c: c, domain: domain, token: tok, ttl: ttl, validUntil: sent.Add(ttl), stopped: make(chan struct{})}
+	l := &Lease{c: c, domain: domain, ttl: ttl, validUntil: sent.Add(ttl), stopped: make(chan struct{})}
+	l.token.Store(&tok)
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	l.mu.Lock()
 	l.expiry = time.AfterFunc(time.Until(l.validUntil), l.expire)
@@ -118,10 +120,12 @@ func leaseError(resp protocol.Response) error {
 }
 
 // Token is the lease's token in wire form, to put in commands.
-func (l *Lease) Token() string { return l.token.Raw }
+// After a key rotation a renewal may replace it with the same lease
+// re-signed by the controller's new key.
+func (l *Lease) Token() string { return l.token.Load().Raw }
 
 // Fence is the lease's decoded token.
-func (l *Lease) Fence() fence.Token { return l.token }
+func (l *Lease) Fence() fence.Token { return *l.token.Load() }
 
 // Domain is the lease's fencing domain.
 func (l *Lease) Domain() string { return l.domain }
@@ -195,7 +199,7 @@ func (l *Lease) confirm(sent time.Time) {
 func (l *Lease) Release(ctx context.Context) error {
 	l.lose(errors.New("released"))
 	<-l.stopped
-	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRelease, protocol.Request{Token: l.token.Raw}, 0)
+	resp, err := l.c.leaseCall(ctx, l.domain, protocol.OpRelease, protocol.Request{Token: l.Token()}, 0)
 	if err != nil {
 		return err
 	}
@@ -228,7 +232,7 @@ func (l *Lease) SendID(ctx context.Context, id, device, op string, args any) (pr
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
 	defer stop()
-	res, err := l.c.sendCommand(ctx, protocol.Command{ID: id, Token: l.token.Raw, Op: op}, device, args, deadline)
+	res, err := l.c.sendCommand(ctx, protocol.Command{ID: id, Token: l.Token(), Op: op}, device, args, deadline)
 	if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && errors.Is(cause, ErrLeaseLost) {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}

@@ -4,6 +4,9 @@
 //
 //	agent --config agent.yaml [--log-format text|json] [--log-level info]
 //	agent backup --config agent.yaml --out FILE [--force]
+//
+// SIGHUP re-reads the config file and applies its trust.keys at once
+// (key rotation, docs/operations.md); other changes need a restart.
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/fencegate/fencegate/agent"
@@ -55,6 +59,11 @@ func run(ctx context.Context, configPath, logFormat, logLevel string) error {
 		return err
 	}
 	log.Info("agent started", "id", cfg.Agent.ID, "broker", a.BrokerURL(), "http", a.HTTPAddr(), "devices", len(cfg.Devices))
+	rctx, stopReload := context.WithCancel(ctx)
+	var reloads sync.WaitGroup
+	reloads.Go(func() { reloadOnHangup(rctx, a, configPath, cfg, log) })
+	defer reloads.Wait()
+	defer stopReload()
 	return a.Run(ctx)
 }
 

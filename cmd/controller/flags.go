@@ -31,6 +31,7 @@ func serveFlags(c *server.Config, configFile *string, stderr io.Writer) *flag.Fl
 	fs.StringVar(&m.TLS.Cert, "mqtt-cert", m.TLS.Cert, "PEM client certificate")
 	fs.StringVar(&m.TLS.Key, "mqtt-key", m.TLS.Key, "PEM client certificate key")
 	guardFlags(fs, c)
+	securityFlags(fs, c)
 	fs.StringVar(&c.TopicPrefix, "topic-prefix", c.TopicPrefix, "MQTT topic prefix (default fencegate/v1)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (default info)")
 	return fs
@@ -82,4 +83,17 @@ func clearOverridden(c *server.Config, name string) {
 	if name == "etcd-password-file" {
 		c.Etcd.Password = ""
 	}
+}
+
+// securityFlags registers the key-rotation and HTTP authentication flags
+// (the authz policy is config-file only: authz:).
+func securityFlags(fs *flag.FlagSet, c *server.Config) {
+	fs.Func("trust-key", "a further public key (PEM) whose leases renew and release accept, e.g. the previous key (repeatable)", replacing(&c.TrustKeys))
+	a := &c.HTTPAuth
+	fs.StringVar(&a.TokenFile, "http-token-file", a.TokenFile, "bearer tokens for the HTTP lease API, one name:token a line")
+	fs.StringVar(&a.TLS.Cert, "http-cert", a.TLS.Cert, "PEM server certificate: serve HTTPS")
+	fs.StringVar(&a.TLS.Key, "http-key", a.TLS.Key, "PEM server certificate key")
+	fs.StringVar(&a.TLS.ClientCA, "http-client-ca", a.TLS.ClientCA, "PEM CA bundle: a verified client certificate authenticates its common name")
+	fs.BoolVar(&a.AllowUnauthenticated, "http-allow-unauthenticated", a.AllowUnauthenticated, "allow a non-loopback --http without tokens or client certificates")
+	fs.BoolVar(&c.EmbeddedBrokerAllowAnonymous, "embedded-broker-allow-anonymous", c.EmbeddedBrokerAllowAnonymous, "allow a non-loopback --embedded-broker (it admits anyone)")
 }

@@ -46,7 +46,7 @@ func (r *Relay) connect() error {
 	select {
 	case <-r.ready:
 	case <-time.After(connectWait):
-		r.log.Warn("relay not connected yet; the device is unavailable until it is", "broker", r.cfg.Broker)
+		r.log.Warn("relay not connected yet; the device is unavailable until it is", "broker", mqtt.Redact(r.cfg.Broker))
 	}
 	return nil
 }

@@ -8,6 +8,11 @@
 //	GET  /, /v1/status                               status page (HTML) and its data
 //	GET  /v1/backup                                  a consistent copy of the bbolt store
 //
+// With an Authenticator (Config.Auth) the lease endpoints need a client
+// certificate or a bearer token (401 otherwise); with a Policy
+// (Config.Policy) the identity decides which domains and holder names it
+// may use. /v1/keys, /healthz, /readyz and /metrics stay open.
+//
 // Responses are protocol.Response. Status: 200 when ok, 409 for held,
 // not_holder and expired, 400 for bad input (with a JSON body), 503 for
 // busy, 500 for internal errors.
@@ -26,6 +31,7 @@ import (
 	"net/http"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/protocol"
 )
@@ -46,7 +52,12 @@ type Config struct {
 	Ready func() error
 	// Metrics serves /metrics; nil leaves the path unserved.
 	Metrics http.Handler
-	Logger  *slog.Logger
+	// Auth, if set, authenticates the lease endpoints' clients.
+	Auth *httpauth.Authenticator
+	// Policy, if not empty, decides who may use which domain; it needs
+	// Auth (without it every request is unauthenticated and refused).
+	Policy Policy
+	Logger *slog.Logger
 	// Backup serves GET /v1/backup (backup.go); nil answers 501.
 	Backup Backuper
 }
@@ -58,8 +69,8 @@ func New(cfg Config) http.Handler {
 	}
 	h := &handler{cfg: cfg, log: cfg.Logger.With("component", "http")}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/leases/{domain}/{op}", h.operate)
-	mux.HandleFunc("GET /v1/leases/{domain}", h.get)
+	mux.Handle("POST /v1/leases/{domain}/{op}", cfg.Auth.Middleware(http.HandlerFunc(h.operate)))
+	mux.Handle("GET /v1/leases/{domain}", cfg.Auth.Middleware(http.HandlerFunc(h.get)))
 	mux.HandleFunc("GET /v1/keys", h.keys)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", h.ready)
@@ -92,12 +103,23 @@ func (h *handler) operate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.ReplyTo = "" // meaningless over HTTP
-	h.respond(w, r, h.cfg.Controller.Do(r.Context(), op, domain, req))
+	h.do(w, r, op, domain, req)
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	req := protocol.Request{RequestID: r.URL.Query().Get("request_id")}
-	h.respond(w, r, h.cfg.Controller.Do(r.Context(), protocol.OpGet, r.PathValue("domain"), req))
+	h.do(w, r, protocol.OpGet, r.PathValue("domain"), req)
+}
+
+// do asks the policy, then the controller.
+func (h *handler) do(w http.ResponseWriter, r *http.Request, op protocol.LeaseOp, domain string, req protocol.Request) {
+	id, ok := httpauth.Identity(r.Context())
+	if err := h.cfg.Policy.Allow(id, ok, op, domain, req); err != nil {
+		h.log.Warn("lease request refused by the authz policy", "op", op, "domain", domain, "identity", id, "err", err)
+		writeJSON(w, http.StatusForbidden, refusal(err))
+		return
+	}
+	h.respond(w, r, h.cfg.Controller.Do(r.Context(), op, domain, req))
 }
 
 // decodeBody reads at most protocol.MaxRequestBytes of JSON.

@@ -40,7 +40,8 @@ func newPublisher(c paho.Client, t protocol.Topics, log *slog.Logger) *publisher
 func (p *publisher) announce(t fence.Token) {
 	p.mu.Lock()
 	old, ok := p.latest[t.Domain]
-	newer := !ok || fence.ComparePosition(t.Epoch, t.Seq, old.Epoch, old.Seq) > 0
+	newer := !ok || fence.ComparePosition(t.Epoch, t.Seq, old.Epoch, old.Seq) > 0 ||
+		(t.SameLease(old) && t.Raw != old.Raw) // re-signed by a rotated key
 	if newer {
 		p.latest[t.Domain] = t
 		p.pending[t.Domain] = true

@@ -234,7 +234,7 @@ func (s *Server) Close() {
 // connection's setup to a goroutine (waiting here would block paho's
 // connection handling).
 func (s *Server) onConnect(paho.Client) {
-	s.log.Info("connected to broker", "broker", s.cfg.MQTT.Broker)
+	s.log.Info("connected to broker", "broker", mqtt.Redact(s.cfg.MQTT.Broker))
 	s.spawn(s.setUp)
 }
 

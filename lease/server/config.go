@@ -10,8 +10,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/etcdstore"
+	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/mqttapi"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -47,11 +49,32 @@ type Config struct {
 	Key string `yaml:"key"`
 	// GenerateKey creates Key (and Key's .pub) if it does not exist.
 	GenerateKey bool `yaml:"generate_key"`
-	// HTTP is the HTTP listen address, e.g. "127.0.0.1:8480". Empty: no HTTP.
+	// TrustKeys are further public key files (PEM) whose leases renew and
+	// release accept — the previous key during a rotation. A renewal
+	// re-signs such a lease with Key.
+	TrustKeys []string `yaml:"trust_keys"`
+	// HTTP is the HTTP listen address, e.g. "127.0.0.1:8480"; a host-less
+	// ":8480" binds 127.0.0.1. Empty: no HTTP.
 	HTTP string `yaml:"http"`
+	// HTTPAuth authenticates the lease endpoints (bearer token file and/or
+	// TLS client certificates). A non-loopback HTTP needs one of them or
+	// http_auth.allow_unauthenticated.
+	HTTPAuth httpauth.Config `yaml:"http_auth"`
+	// Authz maps client identities to the domains and holder names they
+	// may use over HTTP; empty allows everything. Needs HTTPAuth.
+	Authz httpapi.Policy `yaml:"authz"`
 	// EmbeddedBroker starts an in-process MQTT broker on this address and,
 	// unless mqtt.broker is set, serves the MQTT API through it.
 	EmbeddedBroker string `yaml:"embedded_broker"`
+	// EmbeddedBrokerAllowAnonymous lets the embedded broker admit clients
+	// without credentials on a non-loopback address (logged as a warning).
+	EmbeddedBrokerAllowAnonymous bool `yaml:"embedded_broker_allow_anonymous"`
+	// EmbeddedBrokerPasswordFile is the embedded broker's users,
+	// "user:bcrypt-hash" lines (htpasswd -nB).
+	EmbeddedBrokerPasswordFile string `yaml:"embedded_broker_password_file"`
+	// EmbeddedBrokerTLS makes the embedded broker serve TLS and, with
+	// client_ca, admit clients by certificate.
+	EmbeddedBrokerTLS mqtt.ServerTLS `yaml:"embedded_broker_tls"`
 	// MQTT is the broker connection and where responses may go. Empty
 	// broker (and no embedded broker): no MQTT API.
 	MQTT MQTTConfig `yaml:"mqtt"`
@@ -132,6 +155,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_domains (--max-domains): %d is negative", c.MaxDomains)
 	}
 	if _, err := c.Level(); err != nil {
+		return err
+	}
+	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	return c.MQTT.Validate("mqtt")

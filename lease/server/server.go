@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/metrics"
@@ -69,7 +71,11 @@ func New(cfg Config, log *slog.Logger) (_ *Controller, err error) {
 	if err := c.openMQTT(); err != nil {
 		return nil, err
 	}
-	if err := c.newLeases(signer); err != nil {
+	trusted, err := loadTrusted(cfg.TrustKeys)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.newLeases(signer, trusted); err != nil {
 		return nil, err
 	}
 	return c, c.listenHTTP()
@@ -85,8 +91,8 @@ func (c *Controller) registerMetrics() {
 
 // newLeases creates the lease controller, wired to the metrics and the
 // grant announcements.
-func (c *Controller) newLeases(signer *fence.Signer) error {
-	lc := lease.Config{Store: c.store, Signer: signer, Logger: c.log.With("component", "lease"),
+func (c *Controller) newLeases(signer *fence.Signer, trusted []ed25519.PublicKey) error {
+	lc := lease.Config{Store: c.store, Signer: signer, Trusted: trusted, Logger: c.log.With("component", "lease"),
 		Observer: c.metrics, OnGrant: c.granted, Domains: c.cfg.Domains, MaxDomains: c.cfg.MaxDomains}
 	if c.mqtt != nil {
 		lc.EpochFloor = c.mqtt // no grant below what the broker shows
@@ -109,7 +115,11 @@ func (c *Controller) granted(t fence.Token) {
 func (c *Controller) openMQTT() error {
 	broker := c.cfg.MQTT.Config
 	if c.cfg.EmbeddedBroker != "" {
-		b, err := mqtt.StartEmbedded(c.cfg.EmbeddedBroker, c.log.With("component", "broker"))
+		o, err := c.embeddedOptions()
+		if err != nil {
+			return err
+		}
+		b, err := mqtt.StartEmbeddedWith(o)
 		if err != nil {
 			return err
 		}
@@ -117,7 +127,7 @@ func (c *Controller) openMQTT() error {
 		c.onClose(func() { b.Close() })
 		c.log.Info("embedded broker listening", "addr", b.Addr())
 		if broker.Broker == "" {
-			broker.Broker = b.URL()
+			broker.Broker = b.InternalURL() // a credential: never logged
 		}
 	}
 	if broker.Broker == "" {
@@ -138,11 +148,17 @@ func (c *Controller) listenHTTP() error {
 	if c.cfg.HTTP == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", c.cfg.HTTP)
+	ln, err := net.Listen("tcp", httpauth.DefaultHost(c.cfg.HTTP))
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
-	hc := httpapi.Config{Controller: c.leases, Ready: c.Ready, Logger: c.log,
+	served, auth, err := c.httpListener(ln)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	ln = served
+	hc := httpapi.Config{Controller: c.leases, Ready: c.Ready, Logger: c.log, Auth: auth, Policy: c.cfg.Authz,
 		Metrics: promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{Registry: c.reg})}
 	if b, ok := c.store.(httpapi.Backuper); ok {
 		hc.Backup = b

@@ -1,31 +1,55 @@
 package mqtt
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
 // Embedded is an in-process MQTT broker (mochi-mqtt) listening on one TCP
-// address. It allows every client: bind it to loopback, or put a broker with
-// ACLs in front of it (docs show the ACLs a shared broker needs).
+// address (plain or TLS). By default it admits every client, which
+// StartEmbeddedWith allows only on loopback; with a password file or
+// client certificates it admits only those (see EmbeddedOptions).
 type Embedded struct {
-	srv  *mochi.Server
-	addr net.Addr
+	srv      *mochi.Server
+	addr     net.Addr
+	scheme   string // "tcp" or "ssl"
+	internal string // URL of the in-process clients; "" means URL()
 }
 
 // DefaultMaxPacket is the embedded broker's largest packet, in bytes: a
 // client sending a larger one is disconnected by the broker, so no payload
 // of unbounded size ever reaches a subscriber's queue.
 const DefaultMaxPacket = 1 << 20
+
+// EmbeddedOptions configures StartEmbeddedWith. Zero values mean defaults.
+type EmbeddedOptions struct {
+	// Addr is the listen address ("127.0.0.1:0" picks a free port).
+	Addr string
+	// MaxPacket is the largest packet in bytes; 0 means DefaultMaxPacket.
+	MaxPacket uint32
+	// Logger may be nil (a discarding logger is used).
+	Logger *slog.Logger
+	// TLS, if set, makes the listener serve TLS; with ClientAuth
+	// RequireAndVerifyClientCert (ServerTLS with a client CA) a client
+	// with a verified certificate is admitted.
+	TLS *tls.Config
+	// Users are bcrypt password hashes by user name (LoadPasswordFile).
+	Users map[string][]byte
+	// AllowAnonymous admits clients without credentials even on a
+	// non-loopback address (with a warning). Without Users and client
+	// certificates, a non-loopback Addr is refused unless it is set.
+	AllowAnonymous bool
+}
 
 // StartEmbedded starts a broker listening on addr ("127.0.0.1:0" picks a free
 // port; URL tells which), with packets up to DefaultMaxPacket. log may be nil
@@ -37,36 +61,103 @@ func StartEmbedded(addr string, log *slog.Logger) (*Embedded, error) {
 // StartEmbeddedLimit is StartEmbedded with packets up to maxPacket bytes
 // (0 means DefaultMaxPacket).
 func StartEmbeddedLimit(addr string, log *slog.Logger, maxPacket uint32) (*Embedded, error) {
+	return StartEmbeddedWith(EmbeddedOptions{Addr: addr, MaxPacket: maxPacket, Logger: log})
+}
+
+// StartEmbeddedWith starts a broker as o says. An address that is not
+// loopback with neither Users nor required client certificates fails
+// with ErrAnonymousExposed unless o.AllowAnonymous. When the public
+// listener needs credentials or TLS, a second, loopback plain listener
+// admits only the in-process clients, with a secret made at start:
+// InternalURL carries it.
+func StartEmbeddedWith(o EmbeddedOptions) (*Embedded, error) {
+	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", addr)
+	if err := o.checkExposure(log); err != nil {
+		return nil, err
+	}
+	srv := newMochi(log, o.MaxPacket)
+	e, err := o.listen(srv, log)
 	if err != nil {
-		return nil, fmt.Errorf("embedded broker: listen %s: %w", addr, err)
-	}
-	if maxPacket == 0 {
-		maxPacket = DefaultMaxPacket
-	}
-	caps := mochi.NewDefaultServerCapabilities()
-	caps.MaximumPacketSize = maxPacket
-	srv := mochi.New(&mochi.Options{Logger: log, InlineClient: true, Capabilities: caps})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("embedded broker: %w", err)
-	}
-	if err := srv.AddListener(listeners.NewNet("fencegate", ln)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("embedded broker: %w", err)
+		srv.Close()
+		return nil, err
 	}
 	if err := srv.Serve(); err != nil {
 		srv.Close()
 		return nil, fmt.Errorf("embedded broker: serve: %w", err)
 	}
-	return &Embedded{srv: srv, addr: ln.Addr()}, nil
+	return e, nil
 }
 
-// URL is the broker's address for clients, "tcp://host:port".
-func (e *Embedded) URL() string { return "tcp://" + e.addr.String() }
+func newMochi(log *slog.Logger, maxPacket uint32) *mochi.Server {
+	if maxPacket == 0 {
+		maxPacket = DefaultMaxPacket
+	}
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = maxPacket
+	return mochi.New(&mochi.Options{Logger: log, InlineClient: true, Capabilities: caps})
+}
+
+// listen adds the auth hook and the listeners to srv.
+func (o EmbeddedOptions) listen(srv *mochi.Server, log *slog.Logger) (*Embedded, error) {
+	hook := &authHook{users: o.Users, anonymous: !o.requiresAuth() || o.AllowAnonymous, log: log}
+	if err := srv.AddHook(hook, nil); err != nil {
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded broker: listen %s: %w", o.Addr, err)
+	}
+	e := &Embedded{srv: srv, addr: ln.Addr(), scheme: "tcp"}
+	if o.TLS != nil {
+		ln, e.scheme = tls.NewListener(ln, o.TLS), "ssl"
+	}
+	if err := srv.AddListener(listeners.NewNet("fencegate", ln)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
+	if o.TLS == nil && !o.requiresAuth() {
+		return e, nil
+	}
+	return e, e.listenInternal(hook)
+}
+
+// listenInternal opens the loopback listener of the in-process clients.
+func (e *Embedded) listenInternal(hook *authHook) error {
+	secret, err := newSecret()
+	if err != nil {
+		return err
+	}
+	hook.secret = secret
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("embedded broker: internal listener: %w", err)
+	}
+	if err := e.srv.AddListener(listeners.NewNet(internalListener, ln)); err != nil {
+		ln.Close()
+		return fmt.Errorf("embedded broker: %w", err)
+	}
+	u := url.URL{Scheme: "tcp", User: url.UserPassword(internalUser, string(secret)), Host: ln.Addr().String()}
+	e.internal = u.String()
+	return nil
+}
+
+// URL is the broker's address for clients, "tcp://host:port" (or
+// "ssl://host:port" with TLS).
+func (e *Embedded) URL() string { return e.scheme + "://" + e.addr.String() }
+
+// InternalURL is the address for clients in this process: URL, or, when
+// the public listener needs credentials or TLS, a loopback plain listener
+// with the per-start secret as user info (paho uses it as user name and
+// password). It is a credential: never log it.
+func (e *Embedded) InternalURL() string {
+	if e.internal == "" {
+		return e.URL()
+	}
+	return e.internal
+}
 
 // Addr is the address the broker listens on.
 func (e *Embedded) Addr() string { return e.addr.String() }
