@@ -31,6 +31,7 @@ func (a *Agent) serveHTTP() *http.Server {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.env.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/devices", a.listDevices)
+	mux.HandleFunc("GET /v1/status", a.serveStatus)
 	srv := &http.Server{Handler: mux}
 	go func() {
 		if err := srv.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -19,13 +18,12 @@ import (
 
 // runWatch: fencectl watch [DEVICE ...] — state and results as they happen.
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	fs := newFlagSet("watch", stderr)
 	c := addCommon(fs)
 	dur := fs.Duration("for", 0, "stop after this long (default: until interrupted)")
-	fs.SetOutput(stderr)
 	devices, err := interspersed(fs, args)
 	if err != nil {
-		return exitError
+		return flagExit(err)
 	}
 	if len(devices) == 0 {
 		devices = []string{"+"}
@@ -115,7 +113,7 @@ func compactJSON(b []byte) string {
 
 // runDevices: fencectl devices — every device with a retained state.
 func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	fs := newFlagSet("devices", stderr)
 	c := addCommon(fs)
 	settle := fs.Duration("settle", time.Second, "how long to collect retained states")
 	if ok, code := parse(fs, args, stderr); !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/httpapi"
 	"github.com/fencegate/fencegate/lease/metrics"
@@ -78,7 +79,7 @@ func New(cfg Config, log *slog.Logger) (_ *Controller, err error) {
 // registerMetrics registers the process and lease metrics. The gauges
 // read c.leases at scrape time, which is after New has set it.
 func (c *Controller) registerMetrics() {
-	c.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.reg.MustRegister(buildinfo.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.metrics = metrics.New(c.reg, func() int { return c.leases.ActiveLeases() })
 	metrics.RegisterDomains(c.reg, func() int { return c.leases.Domains() })
 }
