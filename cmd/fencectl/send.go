@@ -21,6 +21,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	domain := fs.String("domain", "", "acquire a lease on this domain first (instead of --token), release it after")
 	ttl := fs.Duration("ttl", 10*time.Second, "with --domain: lease time to live")
 	id := fs.String("id", "", "command id; reuse one to retry a command (default: a new id)")
+	check := fs.Bool("check-device", true, "first check that an agent announces DEVICE online (its retained state), and send nothing if not")
 	pos, err := interspersed(fs, args)
 	if err != nil {
 		return flagExit(err)
@@ -35,6 +36,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, fmt.Errorf("ARGS-JSON: %w", err))
 		}
 		cmdArgs = raw
+	}
+	if *check {
+		if err := checkAnnounced(ctx, c, pos[0]); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	cl, err := c.dial(ctx)
 	if err != nil {
