@@ -125,7 +125,7 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	}
 	if c, ok := d.driver.(devices.ArgsChecker); ok && !d.journaled(cmd.ID) {
 		if err := c.CheckArgs(cmd.Op, cmd.Args); err != nil {
-			return p, ptr(d.reject(cmd.ID, argsCode(err), err.Error()))
+			return p, ptr(d.reject(cmd.ID, argsCode(err), devices.MessageOf(err)))
 		}
 	}
 	return p, nil
