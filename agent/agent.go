@@ -52,6 +52,9 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkDrivers(cfg); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

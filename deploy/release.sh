@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds fencegate's release: stripped static binaries (CGO_ENABLED=0,
-# -trimpath, -ldflags "-s -w") of every command for linux/amd64,
+# -trimpath, -ldflags "-s -w") of the operator's commands for linux/amd64,
 # linux/arm64 and linux/arm (GOARM=7), one tar.gz per target with the
 # systemd units, and SHA256SUMS over the archives. docs/operations.md,
 # "Releases", "Installing on an ARM gateway".
@@ -20,7 +20,9 @@ out=${1:-dist}
 version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 targets=${TARGETS:-linux/amd64 linux/arm64 linux/arm/7}
-commands="agent controller fencectl fencebench fencechaos"
+# fencechaos, the fault harness, is a development tool (FUSE, root) and is
+# not released: go-fuse does not build for 32-bit ARM.
+commands="agent controller fencectl fencebench"
 pkg=github.com/fencegate/fencegate/internal/buildinfo
 ldflags="-s -w -X $pkg.version=$version -X $pkg.revision=$revision"
 
