@@ -23,6 +23,7 @@ func (d *device) apply(p pending) {
 		return // the store failed; the agent stops
 	} else if stale != nil {
 		res = *stale
+		d.logRejected(p, res)
 	} else {
 		res = d.applyToDriver(p)
 	}

@@ -97,8 +97,9 @@ func (c *Controller) newLeases(signer *fence.Signer) error {
 	return err
 }
 
-// granted is the lease controller's OnGrant: count and announce t.
+// granted is the lease controller's OnGrant: log, count and announce t.
 func (c *Controller) granted(t fence.Token) {
+	c.log.Info("lease granted", "domain", t.Domain, "holder", t.Holder, "token", t.String(), "ttl", t.TTL())
 	c.metrics.Granted()
 	if c.mqtt != nil {
 		c.mqtt.Announce(t)

@@ -49,7 +49,7 @@ func StartEmbeddedLimit(addr string, log *slog.Logger, maxPacket uint32) (*Embed
 	}
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = maxPacket
-	srv := mochi.New(&mochi.Options{Logger: log, InlineClient: true, Capabilities: caps})
+	srv := mochi.New(&mochi.Options{Logger: brokerLog(log), InlineClient: true, Capabilities: caps})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
