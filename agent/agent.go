@@ -14,13 +14,15 @@ import (
 	"github.com/fencegate/fencegate/devices"
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/atomicfile"
+	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
-// Version is reported in the agent's status messages.
-var Version = "dev"
+// Version is reported in the agent's status messages and GET /v1/status:
+// the module version the binary was built from (internal/buildinfo).
+var Version = buildinfo.Read().Version
 
 // Agent owns the devices of one gateway. Create it with New, then call Run
 // once.
@@ -49,6 +51,9 @@ type Agent struct {
 // opened is closed again. log may be nil (nothing is logged).
 func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkDrivers(cfg); err != nil {
 		return nil, err
 	}
 	if log == nil {

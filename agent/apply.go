@@ -23,6 +23,7 @@ func (d *device) apply(p pending) {
 		return // the store failed; the agent stops
 	} else if stale != nil {
 		res = *stale
+		d.logRejected(p, res)
 	} else {
 		res = d.applyToDriver(p)
 	}
@@ -101,18 +102,18 @@ func (d *device) failure(id string, err error) protocol.Result {
 	code := devices.CodeOf(err)
 	switch code {
 	case devices.CodeStaleToken:
-		r := d.reject(id, protocol.CodeStaleToken, "the device's own fence refused the token: "+err.Error())
+		r := d.reject(id, protocol.CodeStaleToken, "the device's own fence refused the token: "+devices.MessageOf(err))
 		var de *devices.Error
 		if errors.As(err, &de) && de.Fence != nil {
 			r.Fence = de.Fence
 		}
 		return r
 	case devices.CodeUnknownOp:
-		return d.reject(id, protocol.CodeUnknownOp, err.Error())
+		return d.reject(id, protocol.CodeUnknownOp, devices.MessageOf(err))
 	case devices.CodeInDoubt:
-		return d.result(id, protocol.StatusInDoubt, protocol.CodeInDoubt, err.Error())
+		return d.result(id, protocol.StatusInDoubt, protocol.CodeInDoubt, devices.MessageOf(err))
 	}
-	return d.result(id, protocol.StatusFailed, code, err.Error())
+	return d.result(id, protocol.StatusFailed, code, devices.MessageOf(err))
 }
 
 // answerAwaited answers a retry of a command that was in flight when the

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +67,19 @@ func TestDriverSettingsErrorsNameKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "devices[0].settings.latencyy") {
 		t.Fatalf("err = %v, want the settings key path", err)
 	}
-	// The failed start closed the store again: it opens without waiting for a lock.
+	// Settings are checked before the store is opened: it was never created.
+	if _, err := os.Stat(filepath.Join(dir, "data", "fence.db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("fence.db after a start refused for its driver settings: %v, want it absent", err)
+	}
+	// A driver that fails to open (after the store was opened): the failed
+	// start closed the store again, it opens without waiting for a lock.
+	body = strings.Replace(body, "{latencyy: 1s}", "{fence_file: "+dir+"}", 1)
+	if cfg, err = LoadConfig(writeConfig(t, body)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = New(cfg, nil); err == nil || !strings.Contains(err.Error(), "devices[0] (p)") {
+		t.Fatalf("err = %v, want the device's open error", err)
+	}
 	s, err := persist.Open(filepath.Join(dir, "data", "fence.db"), persist.Options{LockTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("store left open by a failed start: %v", err)

@@ -22,6 +22,7 @@ func (d *device) decide(in inbound) {
 	d.queueDepth.Set(float64(len(d.inbox)))
 	p, rej := d.check(in.payload)
 	if rej != nil {
+		d.logRejected(p, *rej)
 		d.answer(p.replyTo, *rej)
 		in.ack()
 		return
@@ -53,11 +54,11 @@ func (d *device) decided(p pending, dec persist.Decision) {
 	case persist.Duplicate:
 		d.duplicate(p, dec.Record)
 	case persist.Stale:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeStaleToken, "a newer lease holds this device"))
+		d.answerRejected(p, d.reject(p.cmd.ID, protocol.CodeStaleToken, "a newer lease holds this device"))
 	case persist.Conflict:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
+		d.answerRejected(p, d.reject(p.cmd.ID, protocol.CodeInvalidToken, "token conflicts with the fence: same position, another lease"))
 	case persist.WrongDomain:
-		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
+		d.answerRejected(p, d.reject(p.cmd.ID, protocol.CodeWrongDomain, "device is fenced in domain "+dec.Fence.Domain))
 	case persist.IDReused:
 		d.answer(p.replyTo, d.reject(p.cmd.ID, protocol.CodeBadRequest,
 			"id reused with a different command (token, op or args differ from the journaled one); nothing done"))
@@ -125,7 +126,7 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	}
 	if c, ok := d.driver.(devices.ArgsChecker); ok && !d.journaled(cmd.ID) {
 		if err := c.CheckArgs(cmd.Op, cmd.Args); err != nil {
-			return p, ptr(d.reject(cmd.ID, argsCode(err), err.Error()))
+			return p, ptr(d.reject(cmd.ID, argsCode(err), devices.MessageOf(err)))
 		}
 	}
 	return p, nil

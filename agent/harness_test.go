@@ -30,6 +30,7 @@ type harness struct {
 	cancel context.CancelFunc
 	done   chan error
 	sup    *mqtttest.Supervisor
+	log    *slog.Logger // the agent's logger; nil discards
 }
 
 // newHarness starts a broker and an agent with the sim devices named, each
@@ -68,7 +69,11 @@ func simSettings(t testing.TB, doc string) (n yaml.Node) {
 func (h *harness) start() {
 	h.t.Helper()
 	online := h.sup.WatchOnline("gw1")
-	a, err := New(h.cfg.WithDefaults(), slog.New(slog.DiscardHandler))
+	log := h.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a, err := New(h.cfg.WithDefaults(), log)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"time"
 
+	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -43,7 +44,7 @@ func newMetrics() *metrics {
 			Help: "Grant announcements ignored (bad signature, foreign domain, undecodable)."}),
 	}
 	m.reg.MustRegister(m.commands, m.fenceRaises, m.commit, m.commitOps, m.apply, m.queueDepth, m.mqttUp,
-		m.grantsIgnore, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.grantsIgnore, buildinfo.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -7,12 +7,15 @@ import (
 	"html/template"
 	"net/http"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/buildinfo"
 )
 
 // AgentStatus is GET /v1/status: everything the status page shows.
 type AgentStatus struct {
 	Agent   string           `json:"agent"`
 	Version string           `json:"version"`
+	Build   buildinfo.Info   `json:"build"` // what the binary was built from, as --version prints
 	Boot    time.Time        `json:"boot"`
 	Broker  BrokerStatus     `json:"broker"`
 	Store   StoreStatus      `json:"store"`
@@ -37,7 +40,7 @@ type StoreStatus struct {
 
 // Status collects the agent's status. Safe for concurrent use.
 func (a *Agent) Status() AgentStatus {
-	s := AgentStatus{Agent: a.cfg.Agent.ID, Version: Version, Boot: a.boot.UTC().Truncate(time.Second),
+	s := AgentStatus{Agent: a.cfg.Agent.ID, Version: Version, Build: buildinfo.Read(), Boot: a.boot.UTC().Truncate(time.Second),
 		Broker: BrokerStatus{URL: a.BrokerURL(), Embedded: a.broker != nil, Connected: a.conn != nil && a.conn.client.IsConnectionOpen()},
 		Store:  StoreStatus{Path: a.env.store.Path(), Healthy: !a.isFailed()}, Devices: a.deviceStatuses()}
 	if !s.Store.Healthy {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/protocol"
@@ -82,4 +83,36 @@ func CodeOf(err error) Code {
 		return CodeDeviceTimeout
 	}
 	return CodeDeviceError
+}
+
+// CodeBadRequest: a command's args are not ones the op takes (wrong type,
+// unknown key, out of range). Returned by ArgsChecker.CheckArgs, so the
+// agent refuses the command before it is accepted.
+const CodeBadRequest = protocol.CodeBadRequest
+
+// BadRequest returns err as a bad_request *Error with err's message (the
+// message of its *Error if it has one, so the code is not repeated), or nil
+// for a nil err. Drivers' CheckArgs use it on the errors their Apply would
+// return for the same args.
+func BadRequest(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Code: CodeBadRequest, Message: MessageOf(err), Err: err}
+}
+
+// MessageOf is err's text without the code its *Error puts in front
+// ("device_error: port closed" → "port closed"), for a result whose code
+// is already that code; the text of any wrapping context is kept. An
+// *Error without a message gives "".
+func MessageOf(err error) string {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	s := err.Error()
+	if e.Message == "" {
+		return strings.TrimSuffix(strings.TrimSuffix(s, string(e.Code)), ": ")
+	}
+	return strings.Replace(s, string(e.Code)+": "+e.Message, e.Message, 1)
 }

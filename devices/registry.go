@@ -120,3 +120,45 @@ func (s Settings) DecodeValid(cfg any) error {
 	}
 	return fmt.Errorf("devices: %T has no Validate method", cfg)
 }
+
+// Check checks a device's driver settings without opening anything (no
+// port, no connection, no process): decode and validate, as the driver's
+// Factory would before it opens the device.
+type Check func(settings Settings) error
+
+// checks holds the registered Checks, guarded by registryMu.
+var checks = map[string]Check{}
+
+// RegisterCheck registers the settings check of the driver called name.
+// It panics if name has one already; call it from an init function.
+func RegisterCheck(name string, c Check) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := checks[name]; dup {
+		panic("devices: check of driver " + name + " registered twice")
+	}
+	checks[name] = c
+}
+
+// CheckSettings reports whether name is a registered driver and settings
+// pass its Check (a driver without one passes). Nothing is opened, so the
+// agent can call it before it opens its store or broker.
+func CheckSettings(name string, settings Settings) error {
+	registryMu.RLock()
+	_, ok := registry[name]
+	c := checks[name]
+	registryMu.RUnlock()
+	if !ok {
+		return fmt.Errorf("driver %q is not one of %v", name, Names())
+	}
+	if c == nil {
+		return nil
+	}
+	return c(settings)
+}
+
+// DecodeCheck is the Check of a driver whose Factory starts with
+// DecodeValid into a new cfg: newConfig returns a pointer to a zero one.
+func DecodeCheck(newConfig func() any) Check {
+	return func(s Settings) error { return s.DecodeValid(newConfig()) }
+}

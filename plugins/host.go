@@ -16,7 +16,10 @@ import (
 	"github.com/fencegate/fencegate/devices"
 )
 
-func init() { devices.Register("plugin", factory) }
+func init() {
+	devices.Register("plugin", factory)
+	devices.RegisterCheck("plugin", devices.DecodeCheck(func() any { return new(Config) }))
+}
 
 // factory opens a plugin device from its agent-config settings.
 func factory(device string, s devices.Settings, log *slog.Logger) (devices.Driver, error) {

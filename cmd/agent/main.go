@@ -4,9 +4,13 @@
 //
 //	agent --config agent.yaml [--log-format text|json] [--log-level info]
 //	agent backup --config agent.yaml --out FILE [--force]
+//	agent --version
 //
 // SIGHUP re-reads the config file and applies its trust.keys at once
 // (key rotation, docs/operations.md); other changes need a restart.
+//
+// Under systemd (Type=notify, deploy/systemd/) it reports READY=1 once its
+// store, listeners, broker connection and drivers are open.
 package main
 
 import (
@@ -21,6 +25,8 @@ import (
 	"syscall"
 
 	"github.com/fencegate/fencegate/agent"
+	"github.com/fencegate/fencegate/internal/buildinfo"
+	"github.com/fencegate/fencegate/internal/sdnotify"
 )
 
 func main() {
@@ -33,7 +39,20 @@ func main() {
 	configPath := flag.String("config", "", "agent configuration file (YAML); required")
 	logFormat := flag.String("log-format", "text", "log format: text or json")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn or error")
+	version := buildinfo.Flag(flag.CommandLine)
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), "usage: agent --config FILE [flags]\n       agent --version\n\nflags:\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
+	if *version {
+		buildinfo.Fprint(os.Stdout, "agent")
+		return
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "agent: unexpected argument %q\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *configPath, *logFormat, *logLevel); err != nil {
@@ -58,7 +77,11 @@ func run(ctx context.Context, configPath, logFormat, logLevel string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("agent started", "id", cfg.Agent.ID, "broker", a.BrokerURL(), "http", a.HTTPAddr(), "devices", len(cfg.Devices))
+	log.Info("agent started", "id", cfg.Agent.ID, "broker", a.BrokerURL(), "http", a.HTTPAddr(), "devices", len(cfg.Devices),
+		"version", buildinfo.Read().Version)
+	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		log.Warn("systemd notification", "err", err)
+	}
 	rctx, stopReload := context.WithCancel(ctx)
 	var reloads sync.WaitGroup
 	reloads.Go(func() { reloadOnHangup(rctx, a, configPath, cfg, log) })

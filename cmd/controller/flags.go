@@ -2,9 +2,11 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 
+	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/lease/server"
 )
 
@@ -13,6 +15,11 @@ import (
 func serveFlags(c *server.Config, configFile *string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
+	buildinfo.Flag(fs)
 	fs.StringVar(configFile, "config", "", "YAML config file (optional; flags override it)")
 	fs.StringVar(&c.Store, "store", c.Store, "lease store: bbolt (default) or etcd")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the bbolt lease store (required with bbolt)")
@@ -36,6 +43,24 @@ func serveFlags(c *server.Config, configFile *string, stderr io.Writer) *flag.Fl
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (default info)")
 	return fs
 }
+
+// serveUsage heads controller --help: the sub-commands, then serve's flags.
+const serveUsage = `usage: controller [serve] --data-dir DIR --key FILE [--mqtt URL | --embedded-broker ADDR] [--http ADDR] [flags]
+       controller [serve] --store etcd --etcd-endpoints URL,... --key FILE [flags]
+       controller keygen [--dir DIR] [--force]
+       controller epoch-bump --data-dir DIR [--epoch N]
+       controller epoch-bump --store etcd --etcd-endpoints URL,... [--epoch N]
+       controller --version
+
+commands:
+  serve       run the lease controller (the default)
+  keygen      write controller.key (0600) and controller.pub
+  epoch-bump  raise a stopped controller's store epoch (after restoring a backup)
+
+Run 'controller keygen -h' or 'controller epoch-bump -h' for their flags.
+
+serve flags:
+`
 
 // guardFlags registers the flags that bound what the controller serves:
 // reply prefixes, domains, the domain cap and a new store's epoch.

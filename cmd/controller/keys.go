@@ -22,6 +22,7 @@ import (
 func parseKeygen(args []string, stderr io.Writer) (command, error) {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageOf(fs, "controller keygen [--dir DIR] [--force]")
 	cmd := command{name: "keygen"}
 	fs.StringVar(&cmd.dir, "dir", ".", "directory to write controller.key (0600) and controller.pub into")
 	fs.BoolVar(&cmd.over, "force", false, "overwrite an existing controller.key")
@@ -31,6 +32,7 @@ func parseKeygen(args []string, stderr io.Writer) (command, error) {
 func parseEpochBump(args []string, stderr io.Writer) (command, error) {
 	fs := flag.NewFlagSet("epoch-bump", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageOf(fs, "controller epoch-bump --data-dir DIR [--epoch N]\n       controller epoch-bump --store etcd --etcd-endpoints URL,... [--epoch N]")
 	cmd := command{name: "epoch-bump"}
 	fs.StringVar(&cmd.dir, "data-dir", "", "the stopped controller's data directory (required with bbolt)")
 	fs.Uint64Var(&cmd.cfg.Epoch, "epoch", 0, "raise the epoch to at least this (e.g. one above an epoch seen on the broker)")
@@ -48,6 +50,14 @@ func parseEpochBump(args []string, stderr io.Writer) (command, error) {
 		return cmd, errors.New("epoch-bump: --data-dir is required")
 	}
 	return cmd, nil
+}
+
+// usageOf is a sub-command's usage: its synopsis, then its flags.
+func usageOf(fs *flag.FlagSet, synopsis string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+	}
 }
 
 // keygen writes a new controller.key (0600) and controller.pub into dir.

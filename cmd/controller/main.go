@@ -8,6 +8,10 @@
 //	controller backup (--config FILE | --http ADDR) --out FILE [--token-file F] [--force]
 //	controller --store etcd --etcd-endpoints URL,... --key FILE [...]
 //	controller epoch-bump --store etcd --etcd-endpoints URL,...
+//	controller --version
+//
+// Under systemd (Type=notify, deploy/systemd/) it reports READY=1 once its
+// store, key and listeners are open.
 package main
 
 import (
@@ -22,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/buildinfo"
+	"github.com/fencegate/fencegate/internal/sdnotify"
 	"github.com/fencegate/fencegate/lease/server"
 )
 
@@ -45,7 +51,7 @@ func main() {
 
 // command is a parsed command line.
 type command struct {
-	name   string        // "serve", "keygen" or "epoch-bump"
+	name   string        // "serve", "keygen", "epoch-bump", "backup" or "version"
 	cfg    server.Config // serve
 	dir    string        // keygen: output directory; epoch-bump: data dir
 	over   bool          // keygen: overwrite
@@ -56,6 +62,9 @@ type command struct {
 // clean exit (nil).
 func run(ctx context.Context, cmd command, stderr io.Writer) error {
 	switch cmd.name {
+	case "version":
+		buildinfo.Fprint(os.Stdout, "controller")
+		return nil
 	case "keygen":
 		return keygen(cmd.dir, cmd.over, stderr)
 	case "epoch-bump":
@@ -77,6 +86,9 @@ func serve(ctx context.Context, cfg server.Config, stderr io.Writer) error {
 	c, err := server.New(cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
 	if err != nil {
 		return err
+	}
+	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		fmt.Fprintln(stderr, "controller: systemd notification:", err)
 	}
 	return c.Run(ctx)
 }
@@ -104,8 +116,12 @@ func parseArgs(args []string, stderr io.Writer) (command, error) {
 func parseServe(args []string, stderr io.Writer) (command, error) {
 	var scratch server.Config
 	var configFile string
-	if err := parseAll(serveFlags(&scratch, &configFile, stderr), args); err != nil {
+	first := serveFlags(&scratch, &configFile, stderr)
+	if err := parseAll(first, args); err != nil {
 		return command{}, err
+	}
+	if first.Lookup("version").Value.String() == "true" {
+		return command{name: "version"}, nil
 	}
 	cfg := server.Config{}
 	if configFile != "" {

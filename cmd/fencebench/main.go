@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/benchload"
+	"github.com/fencegate/fencegate/internal/buildinfo"
 )
 
 // config is fencebench's flags.
@@ -49,7 +50,12 @@ func main() {
 		cfg.devices, err = parseDevices(s)
 		return err
 	})
+	version := buildinfo.Flag(flag.CommandLine)
 	flag.Parse()
+	if *version {
+		buildinfo.Fprint(os.Stdout, "fencebench")
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg, os.Stdout)
 	stop()

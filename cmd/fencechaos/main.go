@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/chaos"
+	"github.com/fencegate/fencegate/internal/buildinfo"
 )
 
 func main() {
@@ -48,6 +49,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
 	switch {
+	case cmd.version:
+		buildinfo.Fprint(os.Stdout, "fencechaos")
 	case cmd.recheck != nil:
 		code = chaos.Recheck(cmd.recheck, os.Stdout)
 	case cmd.powerLoss != nil:
@@ -65,12 +68,14 @@ type command struct {
 	chaos.Options
 	powerLoss *chaos.PowerLossOptions
 	recheck   []string // schedule directories to judge again
+	version   bool     // print the version and exit
 }
 
 // parseArgs parses the command line.
 func parseArgs(args []string, stderr io.Writer) (command, error) {
 	fs := flag.NewFlagSet("fencechaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	version := buildinfo.Flag(fs)
 	var cmd command
 	o := &cmd.Options
 	fs.IntVar(&o.Schedules, "schedules", 10, "number of schedules to run")
@@ -87,6 +92,9 @@ func parseArgs(args []string, stderr io.Writer) (command, error) {
 	recheck := fs.Bool("recheck", false, "judge again, with this build's checker, the kept schedule directories given as arguments")
 	if err := fs.Parse(args); err != nil {
 		return cmd, err
+	}
+	if *version {
+		return command{version: true}, nil
 	}
 	if *recheck {
 		if fs.NArg() == 0 {

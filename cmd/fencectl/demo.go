@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +36,7 @@ type demoOptions struct {
 // which takes over; then A wakes up and its writes are fenced. It checks
 // the devices' applied logs for invariant I2 and fails if it was violated.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet("demo", stderr)
 	o := demoOptions{}
 	fs.DurationVar(&o.ttl, "ttl", 1500*time.Millisecond, "lease TTL")
 	fs.DurationVar(&o.pause, "pause", 3*time.Second, "how long supervisor A is stopped (more than --ttl)")

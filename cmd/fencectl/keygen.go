@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,7 @@ import (
 )
 
 func runKeygen(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	fs := newFlagSet("keygen", stderr)
 	dir := fs.String("dir", ".", "directory for controller.key (0600) and controller.pub")
 	force := fs.Bool("force", false, "replace an existing controller.key")
 	if ok, code := parse(fs, args, stderr); !ok {

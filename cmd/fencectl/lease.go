@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -14,15 +13,14 @@ import (
 
 // runLease: fencectl lease acquire|renew|release|get DOMAIN.
 func runLease(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lease", flag.ContinueOnError)
+	fs := newFlagSet("lease", stderr)
 	c := addCommon(fs)
 	ttl := fs.Duration("ttl", 10*time.Second, "acquire/renew: lease time to live")
 	wait := fs.Duration("wait", 0, "acquire: wait up to this long for a held domain (≤ 60s)")
 	token := fs.String("token", "", "renew/release: the lease's token")
-	fs.SetOutput(stderr)
 	pos, err := interspersed(fs, args)
 	if err != nil {
-		return exitError
+		return flagExit(err)
 	}
 	if len(pos) != 2 {
 		return fail(stderr, errors.New("usage: fencectl lease acquire|renew|release|get DOMAIN [flags]"))

@@ -10,6 +10,7 @@
 //	fencectl devices
 //	fencectl token decode TOKEN [--pub FILE]
 //	fencectl indoubt list | resolve DEVICE ID --applied|--not-applied
+//	fencectl help [COMMAND] | --help | --version
 //
 // Exit codes: 0 success (applied, granted, …), 1 error (usage, connection),
 // 2 rejected (stale token, held lease, bad request, …), 3 failed (device
@@ -53,6 +54,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"send": runSend, "watch": runWatch, "devices": runDevices, "token": runToken,
 		"indoubt": runInDoubt,
 	}
+	if code, done := topLevel(ctx, args, cmds, stdout, stderr); done {
+		return code
+	}
 	f, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "fencectl: unknown command %q\n%s", args[0], usage)
@@ -73,6 +77,10 @@ commands:
   token decode TOKEN [--pub FILE]        show a token's fields and check its signature
   indoubt list|resolve DEVICE ID         list in-doubt commands; resolve one --applied|--not-applied
 
-Run 'fencectl COMMAND -h' for a command's flags. Exit codes: 0 ok, 1 error,
-2 rejected, 3 failed, 4 in doubt, 5 no answer.
+  help [COMMAND]                         this text, or a command's syntax and flags
+  version                                the version and VCS revision (also --version)
+
+Run 'fencectl help COMMAND' or 'fencectl COMMAND -h' for a command's syntax
+and flags. Exit codes: 0 ok, 1 error, 2 rejected, 3 failed, 4 in doubt,
+5 no answer.
 `

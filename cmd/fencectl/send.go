@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -16,16 +15,16 @@ import (
 
 // runSend: fencectl send DEVICE OP [ARGS-JSON] (--token T | --domain D).
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	fs := newFlagSet("send", stderr)
 	c := addCommon(fs)
 	token := fs.String("token", "", "token to send under (from 'fencectl lease acquire')")
 	domain := fs.String("domain", "", "acquire a lease on this domain first (instead of --token), release it after")
 	ttl := fs.Duration("ttl", 10*time.Second, "with --domain: lease time to live")
 	id := fs.String("id", "", "command id; reuse one to retry a command (default: a new id)")
-	fs.SetOutput(stderr)
+	check := fs.Bool("check-device", true, "first check that an agent announces DEVICE online (its retained state), and send nothing if not")
 	pos, err := interspersed(fs, args)
 	if err != nil {
-		return exitError
+		return flagExit(err)
 	}
 	if len(pos) < 2 || len(pos) > 3 || (*token == "") == (*domain == "") {
 		return fail(stderr, errors.New("usage: fencectl send DEVICE OP [ARGS-JSON] (--token T | --domain D) [flags]"))
@@ -37,6 +36,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, fmt.Errorf("ARGS-JSON: %w", err))
 		}
 		cmdArgs = raw
+	}
+	if *check {
+		if err := checkAnnounced(ctx, c, pos[0]); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	cl, err := c.dial(ctx)
 	if err != nil {

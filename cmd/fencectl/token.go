@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -13,13 +12,12 @@ import (
 
 // runToken: fencectl token decode TOKEN [--pub FILE].
 func runToken(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs := newFlagSet("token", stderr)
 	pub := fs.String("pub", "", "controller public key file: also check the signature")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fs.SetOutput(stderr)
 	pos, err := interspersed(fs, args)
 	if err != nil {
-		return exitError
+		return flagExit(err)
 	}
 	if len(pos) != 2 || pos[0] != "decode" {
 		return fail(stderr, errors.New("usage: fencectl token decode TOKEN [--pub FILE]"))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -17,15 +16,22 @@ import (
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
-// runWatch: fencectl watch [DEVICE ...] — state and results as they happen.
+// runWatch: fencectl watch [DEVICE ...] — state and results as they
+// happen: on the devices' results topics and, so that results answered on
+// a sender's reply_to are seen too, in the reply namespace (docs/fencectl.md).
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	fs := newFlagSet("watch", stderr)
 	c := addCommon(fs)
 	dur := fs.Duration("for", 0, "stop after this long (default: until interrupted)")
-	fs.SetOutput(stderr)
+	replies := fs.Bool("replies", true, "also show results answered on reply topics (the reply namespace and every --reply-prefix)")
+	var prefixes []string
+	fs.Func("reply-prefix", "a further reply prefix the agent is configured with (mqtt.reply_prefixes) to watch (repeatable)", func(v string) error {
+		prefixes = append(prefixes, v)
+		return nil
+	})
 	devices, err := interspersed(fs, args)
 	if err != nil {
-		return exitError
+		return flagExit(err)
 	}
 	if len(devices) == 0 {
 		devices = []string{"+"}
@@ -41,10 +47,14 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	for _, d := range devices {
 		filters = append(filters, topics.DeviceState(d), topics.DeviceResults(d))
 	}
+	if *replies {
+		filters = append(filters, replyFilters(topics, prefixes)...)
+	}
+	w := watcher{topics: topics, devices: devices, json: c.json, out: stdout}
 	print := func(_ paho.Client, m paho.Message) {
 		mu.Lock()
 		defer mu.Unlock()
-		printEvent(stdout, c.json, topics, m.Topic(), m.Payload())
+		w.event(m.Topic(), m.Payload())
 	}
 	cl, err := subscribe(ctx, c, filters, print)
 	if err != nil {
@@ -68,6 +78,51 @@ func subscribe(ctx context.Context, c *common, filters []string, handler paho.Me
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return mqtt.Dial(ctx, cfg, subs)
+}
+
+// replyFilters are the filters of the reply namespace and of prefixes.
+func replyFilters(topics protocol.Topics, prefixes []string) []string {
+	out := []string{topics.Replies() + "#"}
+	for _, p := range prefixes {
+		out = append(out, strings.TrimSuffix(p, "/")+"/#")
+	}
+	return out
+}
+
+// watcher prints what watch receives.
+type watcher struct {
+	topics  protocol.Topics
+	devices []string // as given; "+" for all
+	json    bool
+	out     io.Writer
+}
+
+// event prints a device topic's message, or a result answered on a reply
+// topic if it is for a watched device; lease responses (also on reply
+// topics) are skipped.
+func (w watcher) event(topic string, payload []byte) {
+	if _, _, err := w.topics.ParseDeviceTopic(topic); err == nil {
+		printEvent(w.out, w.json, w.topics, topic, payload)
+		return
+	}
+	var r protocol.Result
+	if json.Unmarshal(payload, &r) != nil || r.Device == "" || r.Status == "" || !w.watched(r.Device) {
+		return
+	}
+	if w.json {
+		fmt.Fprintf(w.out, "{\"topic\":%q,\"payload\":%s}\n", topic, compactJSON(payload))
+		return
+	}
+	fmt.Fprintf(w.out, "result %s (reply to %s)\n", describeResult(r), topic)
+}
+
+func (w watcher) watched(device string) bool {
+	for _, d := range w.devices {
+		if d == "+" || d == device {
+			return true
+		}
+	}
+	return false
 }
 
 func printEvent(w io.Writer, asJSON bool, topics protocol.Topics, topic string, payload []byte) {
@@ -115,7 +170,7 @@ func compactJSON(b []byte) string {
 
 // runDevices: fencectl devices — every device with a retained state.
 func runDevices(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+	fs := newFlagSet("devices", stderr)
 	c := addCommon(fs)
 	settle := fs.Duration("settle", time.Second, "how long to collect retained states")
 	if ok, code := parse(fs, args, stderr); !ok {

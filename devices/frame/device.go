@@ -11,7 +11,10 @@ import (
 	"github.com/fencegate/fencegate/transport/serial"
 )
 
-func init() { devices.Register("frame", factory) }
+func init() {
+	devices.Register("frame", factory)
+	devices.RegisterCheck("frame", devices.DecodeCheck(func() any { return new(Config) }))
+}
 
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config

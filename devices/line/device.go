@@ -12,7 +12,21 @@ import (
 	"github.com/fencegate/fencegate/transport/serial"
 )
 
-func init() { devices.Register("line", factory) }
+func init() {
+	devices.Register("line", factory)
+	devices.RegisterCheck("line", check)
+}
+
+// check decodes and validates the settings and compiles the ops, without
+// opening the port.
+func check(settings devices.Settings) error {
+	var cfg Config
+	if err := settings.DecodeValid(&cfg); err != nil {
+		return err
+	}
+	_, err := compile(cfg)
+	return err
+}
 
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config

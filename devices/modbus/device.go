@@ -9,7 +9,10 @@ import (
 	"github.com/fencegate/fencegate/devices"
 )
 
-func init() { devices.Register("modbus", factory) }
+func init() {
+	devices.Register("modbus", factory)
+	devices.RegisterCheck("modbus", devices.DecodeCheck(func() any { return new(Config) }))
+}
 
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config

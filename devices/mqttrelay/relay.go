@@ -17,7 +17,10 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-func init() { devices.Register("mqttrelay", factory) }
+func init() {
+	devices.Register("mqttrelay", factory)
+	devices.RegisterCheck("mqttrelay", devices.DecodeCheck(func() any { return new(Config) }))
+}
 
 func factory(device string, s devices.Settings, log *slog.Logger) (devices.Driver, error) {
 	var cfg Config

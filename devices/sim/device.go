@@ -11,7 +11,10 @@ import (
 	"github.com/fencegate/fencegate/fence"
 )
 
-func init() { devices.Register("sim", factory) }
+func init() {
+	devices.Register("sim", factory)
+	devices.RegisterCheck("sim", devices.DecodeCheck(func() any { return new(Config) }))
+}
 
 // factory opens a sim device from its agent-config settings.
 func factory(device string, settings devices.Settings, log *slog.Logger) (devices.Driver, error) {

@@ -22,6 +22,7 @@ const (
 // gets a row here and in the document.
 var layers = map[string]int{
 	"fence": 0, "fence/fencetest": 0, "fence/internal/seedkey": 0, "internal/atomicfile": 0, "internal/yamlcfg": 0,
+	"internal/buildinfo": 0, "internal/sdnotify": 0,
 	"internal/logtest": 0, "internal/tlstest": 0, "internal/httpauth": 1, "internal/archtest": 0, "internal/lossyfs/...": 0,
 	"internal/backupfile": 0,
 	"chaos/history": 0, "chaos/netproxy": 0,

@@ -27,7 +27,7 @@ func Decode(data []byte, out any) error {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		return fmt.Errorf("yaml: %w", err)
+		return err // yaml.v3's errors already read "yaml: line N: …"
 	}
 	if len(doc.Content) == 0 {
 		return nil
@@ -91,7 +91,7 @@ func decodeStruct(node *yaml.Node, v reflect.Value, path string) error {
 		if !ok {
 			return fmt.Errorf("%s: unknown key (known keys: %s)", join(path, key), knownKeys(fields))
 		}
-		if err := decode(val, v.Field(idx), join(path, key)); err != nil {
+		if err := decode(val, v.FieldByIndex(idx), join(path, key)); err != nil {
 			return err
 		}
 	}
@@ -112,29 +112,35 @@ func decodeSlice(node *yaml.Node, v reflect.Value, path string) error {
 	return nil
 }
 
-// fieldsByKey maps yaml keys to field indexes; fields tagged "-" or
+// fieldsByKey maps yaml keys to field index paths; fields tagged "-" or
 // unexported are left out. A field without a tag is keyed by its lower-cased
-// name, as yaml.v3 does.
-func fieldsByKey(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
+// name, as yaml.v3 does; the keys of a struct field tagged ",inline" are
+// keys of t itself.
+func fieldsByKey(t reflect.Type) map[string][]int {
+	m := make(map[string][]int, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch name {
-		case "-":
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "-":
 			continue
-		case "":
+		case name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct:
+			for k, idx := range fieldsByKey(f.Type) {
+				m[k] = append([]int{i}, idx...)
+			}
+			continue
+		case name == "":
 			name = strings.ToLower(f.Name)
 		}
-		m[name] = i
+		m[name] = []int{i}
 	}
 	return m
 }
 
-func knownKeys(fields map[string]int) string {
+func knownKeys(fields map[string][]int) string {
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)

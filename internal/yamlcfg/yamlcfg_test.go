@@ -73,3 +73,34 @@ func TestEmptyDocumentLeavesDefaults(t *testing.T) {
 		t.Fatalf("%v %+v", err, o)
 	}
 }
+
+// TestInlineAndSyntaxErrors: the keys of an inlined struct are the outer
+// mapping's (and named with the outer path in errors); a syntax error
+// reads "yaml: line N: …" once, not "yaml: yaml: …".
+func TestInlineAndSyntaxErrors(t *testing.T) {
+	type Conn struct {
+		Broker string `yaml:"broker"`
+		Port   int    `yaml:"port"`
+	}
+	type outer struct {
+		MQTT struct {
+			Conn     `yaml:",inline"`
+			Prefixes []string `yaml:"prefixes"`
+		} `yaml:"mqtt"`
+	}
+	var o outer
+	if err := Decode([]byte("mqtt: {broker: tcp://b:1883, prefixes: [a/]}"), &o); err != nil || o.MQTT.Broker != "tcp://b:1883" || len(o.MQTT.Prefixes) != 1 {
+		t.Fatalf("inline: %+v, %v", o, err)
+	}
+	tests := []struct{ name, doc, want string }{
+		{"inline key, bad value", "mqtt: {port: many}", "mqtt.port: value \"many\": line 1: cannot unmarshal !!str `many` into int"},
+		{"unknown key beside inline", "mqtt: {brokr: x}", "mqtt.brokr: unknown key (known keys: broker, port, prefixes)"},
+		{"syntax", "mqtt: [\n", "yaml: line 1: did not find expected node content"},
+	}
+	for _, tt := range tests {
+		var o outer
+		if err := Decode([]byte(tt.doc), &o); err == nil || err.Error() != tt.want {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -1,16 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/fencegate/fencegate/internal/httpauth"
+	"github.com/fencegate/fencegate/internal/yamlcfg"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/etcdstore"
 	"github.com/fencegate/fencegate/lease/httpapi"
@@ -120,18 +117,18 @@ func (c MQTTConfig) Validate(prefix string) error {
 	return nil
 }
 
-// LoadConfig reads a YAML config; unknown keys are errors naming the key.
-// It does not validate.
+// LoadConfig reads a YAML config; an unknown key or a value of the wrong
+// type is an error naming the key path and the value ("mqtt.keep_alive:
+// value \"soon\": …"), as the agent's are (internal/yamlcfg). It does not
+// validate.
 func LoadConfig(path string) (Config, error) {
 	var cfg Config
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("config %s: %w", path, err)
+	if err := yamlcfg.Decode(data, &cfg); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
 }

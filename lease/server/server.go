@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/lease"
 	"github.com/fencegate/fencegate/lease/httpapi"
@@ -84,7 +85,7 @@ func New(cfg Config, log *slog.Logger) (_ *Controller, err error) {
 // registerMetrics registers the process and lease metrics. The gauges
 // read c.leases at scrape time, which is after New has set it.
 func (c *Controller) registerMetrics() {
-	c.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.reg.MustRegister(buildinfo.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.metrics = metrics.New(c.reg, func() int { return c.leases.ActiveLeases() })
 	metrics.RegisterDomains(c.reg, func() int { return c.leases.Domains() })
 }
@@ -102,8 +103,9 @@ func (c *Controller) newLeases(signer *fence.Signer, trusted []ed25519.PublicKey
 	return err
 }
 
-// granted is the lease controller's OnGrant: count and announce t.
+// granted is the lease controller's OnGrant: log, count and announce t.
 func (c *Controller) granted(t fence.Token) {
+	c.log.Info("lease granted", "domain", t.Domain, "holder", t.Holder, "token", t.String(), "ttl", t.TTL())
 	c.metrics.Granted()
 	if c.mqtt != nil {
 		c.mqtt.Announce(t)

@@ -97,7 +97,7 @@ func newMochi(log *slog.Logger, maxPacket uint32) *mochi.Server {
 	}
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = maxPacket
-	return mochi.New(&mochi.Options{Logger: log, InlineClient: true, Capabilities: caps})
+	return mochi.New(&mochi.Options{Logger: brokerLog(log), InlineClient: true, Capabilities: caps})
 }
 
 // listen adds the auth hook and the listeners to srv.
