@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// line is one figure with its baseline from the same run and its goal.
+// Ratio is Value/Baseline; the goal bounds the ratio (Min or Max).
+type line struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+	Baseline float64 `json:"baseline"`
+	BaseName string  `json:"baseline_name"`
+	Ratio    float64 `json:"ratio"`
+	Goal     string  `json:"goal"`
+	Met      bool    `json:"met"`
+	Runs     int     `json:"runs"` // measurements the value is the median of
+}
+
+// atLeast and atMost fill the ratio, goal and met of l.
+func (l line) atLeast(min float64) line {
+	l.Ratio = ratioOf(l.Value, l.Baseline)
+	l.Goal = fmt.Sprintf("ratio >= %.2f", min)
+	l.Met = l.Baseline > 0 && l.Ratio >= min
+	return l
+}
+
+func (l line) atMost(max float64) line {
+	l.Ratio = ratioOf(l.Value, l.Baseline)
+	l.Goal = fmt.Sprintf("ratio <= %.2f", max)
+	l.Met = l.Baseline > 0 && l.Ratio <= max
+	return l
+}
+
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
+// printer writes lines as text or as one JSON object per line.
+type printer struct {
+	out  io.Writer
+	json bool
+}
+
+func (p printer) header(format string, args ...any) {
+	if !p.json {
+		fmt.Fprintf(p.out, format+"\n", args...)
+	}
+}
+
+func (p printer) print(l line) error {
+	if p.json {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.out, "%s\n", b)
+		return err
+	}
+	met := "NOT MET"
+	if l.Met {
+		met = "met"
+	}
+	_, err := fmt.Fprintf(p.out, "%-58s %10.3f %-10s baseline %10.3f (%s)  ratio %6.3f  goal %-14s %s\n",
+		l.Name, l.Value, l.Unit, l.Baseline, l.BaseName, l.Ratio, l.Goal, met)
+	return err
+}
+
+// median returns the median of vs (the mean of the middle two for an even
+// count), 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
