@@ -24,8 +24,8 @@ type device struct {
 	log        *slog.Logger
 	env        *env
 
-	inbox  chan inbound // MQTT callback and grant router → decide
-	applyQ chan pending // decide → apply, in accept order
+	inbox  *queue[inbound] // MQTT callback → decide
+	applyQ *queue[pending] // decide → apply, in accept order
 
 	resultsTopic string           // default reply topic
 	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
@@ -71,7 +71,7 @@ type pending struct {
 
 func newDevice(cfg DeviceConfig, dom *domain, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
 	return &device{id: cfg.ID, domain: cfg.Domain, dom: dom, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
-		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true,
+		log: log, inbox: newQueue[inbound](queue), applyQ: newQueue[pending](queue), available: true,
 		resultsTopic: e.topics.DeviceResults(cfg.ID), queueDepth: e.m.queueDepth.WithLabelValues(cfg.ID)}
 }
 
@@ -84,40 +84,47 @@ func (d *device) run(stop <-chan struct{}) {
 		d.applyLoop()
 	}()
 	d.decideLoop(stop)
-	close(d.applyQ)
+	d.applyQ.close()
 	<-applied
 }
 
 func (d *device) decideLoop(stop <-chan struct{}) {
 	for {
 		select {
-		case in := <-d.inbox:
-			d.decide(in)
+		case <-d.inbox.ready:
+			d.decideQueued()
 		case <-stop:
-			d.drainInbox()
+			d.decideQueued()
 			return
 		}
 	}
 }
 
-// drainInbox decides what was queued before the stop; later arrivals stay
+// decideQueued decides what is queued. After the stop, later arrivals stay
 // unacknowledged and unanswered; senders retry them with the same id.
-func (d *device) drainInbox() {
+func (d *device) decideQueued() {
 	for {
-		select {
-		case in := <-d.inbox:
-			d.decide(in)
-		default:
+		in, ok := d.inbox.pop()
+		if !ok {
 			return
 		}
+		d.decide(in)
 	}
 }
 
+// applyLoop applies in accept order until the apply queue is closed and
+// drained.
 func (d *device) applyLoop() {
-	for p := range d.applyQ {
-		if p.await {
+	for {
+		p, ok := d.applyQ.pop()
+		switch {
+		case !ok && d.applyQ.done():
+			return
+		case !ok:
+			<-d.applyQ.ready
+		case p.await:
 			d.answerAwaited(p)
-		} else {
+		default:
 			d.apply(p)
 		}
 	}
