@@ -250,6 +250,9 @@ func (a *Agent) shutdown(conn *connection, stop chan struct{}, workers *sync.Wai
 	conn.stopIntake()
 	close(stop)
 	workers.Wait()
+	for _, dm := range a.domains {
+		dm.flushAnnouncement()
+	}
 	conn.close()
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
