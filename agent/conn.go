@@ -214,8 +214,10 @@ func (c *connection) onCommand(d *device, m paho.Message) {
 		m.Ack()
 		return
 	}
-	if !d.inbox.tryPush(inbound{payload: m.Payload(), ack: m.Ack}) {
+	switch d.inbox.tryPush(inbound{payload: m.Payload(), ack: m.Ack}) {
+	case full:
 		c.busy(d, m)
+	case closedOut: // shutting down: not taken, as above
 	}
 }
 

@@ -2,41 +2,57 @@ package agent
 
 import "sync"
 
-// queue is a FIFO of at most limit items that holds memory only for the
-// items it holds: a slice that grows with the queue and is let go once the
-// queue drains, instead of a channel's buffer of limit items reserved (and,
-// once cycled, resident) for every device whether it is busy or idle.
+// queue is a FIFO of at most limit items with a worker started on demand.
+// It holds memory only for the items it holds — a slice that grows with
+// the queue and is let go once the queue drains, instead of a channel's
+// buffer of limit items reserved (and, once cycled, resident) for every
+// device — and no goroutine while it is empty: the first push into an
+// empty queue starts one worker (spawn), which takes items with next until
+// the queue is empty and then returns. At most one worker runs at a time,
+// so items are handled one by one in push order.
 //
-// push and pop may be called from any goroutines. ready and space carry
-// one pending wake-up each: a consumer waits on ready, then pops until pop
-// reports empty; a producer blocked by a full queue waits on space.
+// Pushes may come from any goroutines; next only from the worker.
 type queue[T any] struct {
 	limit int
-	ready chan struct{} // signalled after a push
-	space chan struct{} // signalled after a pop
+	spawn func()        // starts a worker goroutine; called with mu held, must not call back
+	space chan struct{} // one pending wake-up after a pop, for a blocked push
 
-	mu     sync.Mutex // guards items and head
+	mu     sync.Mutex // guards items, head, active and closed
 	items  []T        // items[head:] are queued
 	head   int
-	closed bool // no more pushes (close); pop drains, then reports done
+	active bool // a worker is running (always true while items are queued)
+	closed bool // no more pushes (close); the worker drains what is queued
 }
 
-func newQueue[T any](limit int) *queue[T] {
-	return &queue[T]{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+// pushResult is what a push did.
+type pushResult int
+
+const (
+	pushed    pushResult = iota
+	full                 // the queue holds limit items; nothing done
+	closedOut            // the queue is closed; nothing done
+)
+
+func newQueue[T any](limit int, spawn func()) *queue[T] {
+	return &queue[T]{limit: limit, spawn: spawn, space: make(chan struct{}, 1)}
 }
 
-// tryPush appends v unless the queue holds limit items or is closed; it
-// never blocks.
-func (q *queue[T]) tryPush(v T) bool {
+// tryPush appends v unless the queue is full or closed; it never blocks.
+func (q *queue[T]) tryPush(v T) pushResult {
 	q.mu.Lock()
-	if q.closed || len(q.items)-q.head >= q.limit {
-		q.mu.Unlock()
-		return false
+	defer q.mu.Unlock()
+	switch {
+	case q.closed:
+		return closedOut
+	case len(q.items)-q.head >= q.limit:
+		return full
 	}
 	q.items = append(q.items, v)
-	q.mu.Unlock()
-	wake(q.ready)
-	return true
+	if !q.active {
+		q.active = true
+		q.spawn()
+	}
+	return pushed
 }
 
 // push appends v, waiting while the queue is full (back-pressure for a
@@ -44,34 +60,34 @@ func (q *queue[T]) tryPush(v T) bool {
 // closed.
 func (q *queue[T]) push(v T) bool {
 	for {
-		q.mu.Lock()
-		closed, full := q.closed, len(q.items)-q.head >= q.limit
-		q.mu.Unlock()
-		if closed {
-			return false
-		}
-		if !full && q.tryPush(v) {
+		switch q.tryPush(v) {
+		case pushed:
 			return true
+		case closedOut:
+			return false
 		}
 		<-q.space
 	}
 }
 
-// pop removes the oldest item; ok is false if the queue is empty.
-func (q *queue[T]) pop() (v T, ok bool) {
+// next removes the oldest item for the worker. When the queue is empty it
+// returns ok false and the worker must return: the next push starts a new
+// one.
+func (q *queue[T]) next() (v T, ok bool) {
 	q.mu.Lock()
 	if q.head == len(q.items) {
+		q.items, q.head, q.active = nil, 0, false // drained: let the slice go
 		q.mu.Unlock()
 		return v, false
 	}
 	var zero T
 	v, q.items[q.head] = q.items[q.head], zero
 	q.head++
-	if q.head == len(q.items) { // drained: let the slice go
-		q.items, q.head = nil, 0
-	}
 	q.mu.Unlock()
-	wake(q.space)
+	select { // wake a blocked push
+	case q.space <- struct{}{}:
+	default:
+	}
 	return v, true
 }
 
@@ -82,26 +98,10 @@ func (q *queue[T]) len() int {
 	return len(q.items) - q.head
 }
 
-// close refuses further pushes and wakes the consumer, which drains what
-// is queued.
+// close refuses further pushes; a running worker still drains what is
+// queued.
 func (q *queue[T]) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	wake(q.ready)
-}
-
-// done reports whether the queue is closed and empty.
-func (q *queue[T]) done() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.closed && q.head == len(q.items)
-}
-
-// wake leaves one wake-up in c (cap 1) unless one is pending.
-func wake(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }

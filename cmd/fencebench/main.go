@@ -55,6 +55,7 @@ func main() {
 	var suiteName string
 	var asJSON bool
 	var rssN int
+	var profiles profiling
 	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure) or persist (group-commit table)")
 	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
 	flag.BoolVar(&asJSON, "json", false, "goals: one JSON object per line (name, value, unit, baseline, ratio, goal, met)")
@@ -64,6 +65,8 @@ func main() {
 		return err
 	})
 	flag.IntVar(&rssN, "rss-child", 0, "internal: run an idle agent with this many devices and print its RSS")
+	flag.StringVar(&profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&profiles.heap, "memprofile", "", "write a heap profile at the end of the run (with -rss-child: of the idle agent) to this file")
 	flag.StringVar(&cfg.dir, "dir", "", "directory on the disk to measure; a scratch directory is made in it and removed at exit (default os.TempDir())")
 	flag.DurationVar(&cfg.duration, "duration", 2*time.Second, "persist: length of each measurement")
 	flag.Func("devices", "persist: comma-separated concurrent device counts (default 1,10,100)", func(s string) (err error) {
@@ -73,7 +76,12 @@ func main() {
 	flag.Parse()
 	goals.dir, goals.out = cfg.dir, printer{out: os.Stdout, json: asJSON}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := dispatch(ctx, suiteName, rssN, cfg, goals)
+	var err error
+	if rssN > 0 {
+		err = rssChild(cfg.dir, rssN, os.Stdout, profiles)
+	} else {
+		err = profiles.run(func() error { return dispatch(ctx, suiteName, cfg, goals) })
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fencebench:", err)
@@ -81,10 +89,8 @@ func main() {
 	}
 }
 
-func dispatch(ctx context.Context, suiteName string, rssN int, cfg config, goals goalsConfig) error {
+func dispatch(ctx context.Context, suiteName string, cfg config, goals goalsConfig) error {
 	switch {
-	case rssN > 0:
-		return rssChild(cfg.dir, rssN, os.Stdout)
 	case suiteName == "persist":
 		return run(ctx, cfg, os.Stdout)
 	case suiteName != "goals":

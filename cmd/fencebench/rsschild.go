@@ -15,8 +15,9 @@ import (
 
 // rssChild is the -rss-child mode: an embedded broker and an agent with n
 // idle devices in this process; once the agent is online and two garbage
-// collections have run, it prints the process's RSS in bytes to out.
-func rssChild(parent string, n int, out io.Writer) (err error) {
+// collections have run, it prints the process's RSS in bytes to out (and
+// writes prof's heap profile, if named, while the agent still runs).
+func rssChild(parent string, n int, out io.Writer, prof profiling) (err error) {
 	dir, err := os.MkdirTemp(parent, "rss-")
 	if err != nil {
 		return err
@@ -43,6 +44,8 @@ func rssChild(parent string, n int, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(out, rss)
-	return err
+	if _, err := fmt.Fprintln(out, rss); err != nil {
+		return err
+	}
+	return prof.writeHeap()
 }
