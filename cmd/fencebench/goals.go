@@ -19,7 +19,7 @@ type goalsConfig struct {
 	quick   bool   // fewer commands per measurement: the whole suite in minutes
 	runs    int    // measurements per figure; the median is printed
 	devices []int  // agent device counts, ascending; 100 is the scaling reference
-	out     printer
+	out     *printer
 }
 
 // mode names one kind of measurement at a device count.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 )
 
 // line is one figure with its baseline from the same run and its goal.
@@ -43,19 +44,29 @@ func ratioOf(a, b float64) float64 {
 	return a / b
 }
 
-// printer writes lines as text or as one JSON object per line.
+// printer writes lines as text, as one JSON object per line, or as the
+// rows of a Markdown table (docs/benchmarks.md is made from it).
 type printer struct {
-	out  io.Writer
-	json bool
+	out      io.Writer
+	json     bool
+	markdown bool
+	started  bool // markdown: the table head is written
 }
 
-func (p printer) header(format string, args ...any) {
-	if !p.json {
+func (p *printer) header(format string, args ...any) {
+	switch {
+	case p.markdown:
+		fmt.Fprintf(p.out, "\n"+format+"\n\n", args...)
+		p.started = false
+	case !p.json:
 		fmt.Fprintf(p.out, format+"\n", args...)
 	}
 }
 
-func (p printer) print(l line) error {
+func (p *printer) print(l line) error {
+	if p.markdown {
+		return p.row(l)
+	}
 	if p.json {
 		b, err := json.Marshal(l)
 		if err != nil {
@@ -85,4 +96,19 @@ func median(vs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func (p *printer) row(l line) error {
+	if !p.started {
+		p.started = true
+		fmt.Fprintln(p.out, "| figure | value | baseline (same run) | ratio | goal | met |")
+		fmt.Fprintln(p.out, "|---|---|---|---|---|---|")
+	}
+	met := "**no**"
+	if l.Met {
+		met = "yes"
+	}
+	_, err := fmt.Fprintf(p.out, "| %s | %.3g %s | %.3g (%s) | %.2f | %s | %s |\n",
+		l.Name, l.Value, l.Unit, l.Baseline, l.BaseName, l.Ratio, strings.TrimPrefix(l.Goal, "ratio "), met)
+	return err
 }

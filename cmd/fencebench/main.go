@@ -53,12 +53,13 @@ func main() {
 	cfg := config{devices: []int{1, 10, 100}}
 	goals := goalsConfig{devices: []int{1, 100, 1000, 10000}}
 	var suiteName string
-	var asJSON bool
+	var asJSON, asMarkdown bool
 	var rssN int
 	var profiles profiling
 	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure) or persist (group-commit table)")
 	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
 	flag.BoolVar(&asJSON, "json", false, "goals: one JSON object per line (name, value, unit, baseline, ratio, goal, met)")
+	flag.BoolVar(&asMarkdown, "markdown", false, "goals: Markdown table rows (for docs/benchmarks.md)")
 	flag.IntVar(&goals.runs, "runs", 3, "goals: measurements per figure; the median is printed")
 	flag.Func("agent-devices", "goals: comma-separated agent device counts (default 1,100,1000,10000)", func(s string) (err error) {
 		goals.devices, err = parseDevices(s)
@@ -74,7 +75,7 @@ func main() {
 		return err
 	})
 	flag.Parse()
-	goals.dir, goals.out = cfg.dir, printer{out: os.Stdout, json: asJSON}
+	goals.dir, goals.out = cfg.dir, &printer{out: os.Stdout, json: asJSON, markdown: asMarkdown && !asJSON}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
 	if rssN > 0 {
