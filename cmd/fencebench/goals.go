@@ -92,11 +92,11 @@ func runGoals(ctx context.Context, cfg goalsConfig) (err error) {
 func (s *suite) ops(n int) int {
 	switch {
 	case n == 1 && s.cfg.quick:
-		return 1000
+		return 600
 	case n == 1:
 		return 3000
 	case s.cfg.quick:
-		return 2000
+		return 1500
 	}
 	return 10000
 }
