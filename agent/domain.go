@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -37,6 +38,7 @@ type domain struct {
 	announced fence.Token // the fence of the last state announcement of a raise
 	annAt     time.Time   // when that announcement was made
 	annTimer  *time.Timer // pending trailing announcement, nil if none
+	annEvery  time.Duration // least time between announcements within a lease; 0 is stateInterval (tests shorten it)
 }
 
 // stateInterval is the least time between two state announcements of
@@ -130,14 +132,15 @@ func (dm *domain) announce(tok fence.Token) {
 	dm.annMu.Lock()
 	last := dm.announced
 	since := time.Since(dm.annAt)
-	if tok.Epoch != last.Epoch || tok.Holder != last.Holder || since >= stateInterval {
+	every := cmp.Or(dm.annEvery, stateInterval)
+	if tok.Epoch != last.Epoch || tok.Holder != last.Holder || since >= every {
 		dm.announced, dm.annAt = tok, time.Now()
 		dm.annMu.Unlock()
 		dm.publishStates()
 		return
 	}
 	if dm.annTimer == nil {
-		dm.annTimer = time.AfterFunc(stateInterval-since, dm.trailing)
+		dm.annTimer = time.AfterFunc(every-since, dm.trailing)
 	}
 	dm.annMu.Unlock()
 }
