@@ -34,10 +34,10 @@ type domain struct {
 
 	settleMu sync.Mutex // serializes settle, so a raise is never made twice concurrently
 
-	annMu     sync.Mutex  // guards announced, annAt and annTimer
-	announced fence.Token // the fence of the last state announcement of a raise
-	annAt     time.Time   // when that announcement was made
-	annTimer  *time.Timer // pending trailing announcement, nil if none
+	annMu     sync.Mutex    // guards announced, annAt and annTimer
+	announced fence.Token   // the fence of the last state announcement of a raise
+	annAt     time.Time     // when that announcement was made
+	annTimer  *time.Timer   // pending trailing announcement, nil if none
 	annEvery  time.Duration // least time between announcements within a lease; 0 is stateInterval (tests shorten it)
 }
 
