@@ -108,7 +108,15 @@ func (p *printer) row(l line) error {
 	if l.Met {
 		met = "yes"
 	}
-	_, err := fmt.Fprintf(p.out, "| %s | %.3g %s | %.3g (%s) | %.2f | %s | %s |\n",
-		l.Name, l.Value, l.Unit, l.Baseline, l.BaseName, l.Ratio, strings.TrimPrefix(l.Goal, "ratio "), met)
+	_, err := fmt.Fprintf(p.out, "| %s | %s %s | %s (%s) | %.2f | %s | %s |\n",
+		l.Name, short(l.Value), l.Unit, short(l.Baseline), l.BaseName, l.Ratio, strings.TrimPrefix(l.Goal, "ratio "), met)
 	return err
+}
+
+// short formats v with three significant digits, or whole from 100 up.
+func short(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
