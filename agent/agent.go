@@ -70,7 +70,7 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	topics := protocol.Topics{Prefix: cfg.MQTT.Prefix}
 	a.env = &env{topics: topics, m: m, agentID: cfg.Agent.ID, maxPayload: cfg.Limits.MaxPayload, fatal: a.fail,
 		replies: protocol.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes}}
-	if a.env.keys, err = loadKeys(cfg.Trust.Keys); err != nil {
+	if a.env.keys, err = loadKeys(cfg.Trust.Keys, verifiedCacheSize(cfg)); err != nil {
 		return nil, err
 	}
 	if a.httpTok, err = loadHTTPToken(cfg.HTTP.TokenFile); err != nil {
@@ -97,8 +97,21 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	return a, nil
 }
 
-func loadKeys(paths []string) (*fence.KeyRing, error) {
-	ring, err := fence.NewKeyRing(0)
+// verifiedCacheSize is how many verified tokens the agent remembers: room
+// for two live leases per fencing domain of its devices, at least
+// fence.DefaultCacheSize. A smaller cache than the domains' live tokens
+// would evict each token before its next command and verify every command
+// again (the cache evicts in insertion order).
+func verifiedCacheSize(cfg Config) int {
+	domains := map[string]bool{}
+	for _, d := range cfg.Devices {
+		domains[d.Domain] = true
+	}
+	return max(fence.DefaultCacheSize, 2*len(domains))
+}
+
+func loadKeys(paths []string, cacheSize int) (*fence.KeyRing, error) {
+	ring, err := fence.NewKeyRing(cacheSize)
 	if err != nil {
 		return nil, err
 	}
@@ -241,25 +254,22 @@ func (a *Agent) HTTPAddr() string {
 func (a *Agent) Run(ctx context.Context) error {
 	conn := a.conn
 	srv := a.serveHTTP()
-	stop := make(chan struct{})
-	var workers sync.WaitGroup
-	for _, d := range a.devices {
-		workers.Go(func() { d.run(stop) })
-	}
 	conn.start()
 	select {
 	case <-ctx.Done():
 	case <-a.failed:
 	}
-	a.shutdown(conn, stop, &workers, srv)
+	a.shutdown(conn, srv)
 	return a.failErr
 }
 
-func (a *Agent) shutdown(conn *connection, stop chan struct{}, workers *sync.WaitGroup, srv *http.Server) {
+func (a *Agent) shutdown(conn *connection, srv *http.Server) {
 	a.log.Info("stopping: finishing queued commands")
 	conn.stopIntake()
-	close(stop)
-	workers.Wait()
+	a.drainWorkers()
+	for _, dm := range a.domains {
+		dm.flushAnnouncement()
+	}
 	conn.close()
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -268,6 +278,21 @@ func (a *Agent) shutdown(conn *connection, stop chan struct{}, workers *sync.Wai
 	}
 	a.closeAll()
 	a.log.Info("stopped")
+}
+
+// drainWorkers closes every device's inbox (later arrivals stay
+// unacknowledged and unanswered; senders retry them with the same id),
+// waits until what was queued is decided, then closes the apply queues and
+// waits until what was accepted is applied and its result journaled.
+func (a *Agent) drainWorkers() {
+	for _, d := range a.devices {
+		d.inbox.close()
+	}
+	a.env.deciders.Wait()
+	for _, d := range a.devices {
+		d.applyQ.close()
+	}
+	a.env.appliers.Wait()
 }
 
 // closeAll closes drivers, the broker, the HTTP listener and the store, in

@@ -38,6 +38,9 @@ type connection struct {
 	settle chan struct{} // one slot: some domain has a pending grant to make durable
 	done   chan struct{}
 
+	commands map[string]*device // command topic → device; set by start, read-only after
+	grants   map[string]bool    // grant topics of the domains; set by start, read-only after
+
 	grantsMu   sync.Mutex      // guards grantsSeen and lastGrant
 	grantsSeen map[string]bool // grant topics heard from since the last connect
 	lastGrant  time.Time       // when the last grant announcement arrived
@@ -57,7 +60,7 @@ func (a *Agent) newConnection() (*connection, error) {
 		return nil, err
 	}
 	will := mustJSON(protocol.AgentStatus{Online: false, At: now()})
-	opts.SetAutoAckDisabled(true).SetOrderMatters(true).
+	opts.SetAutoAckDisabled(true).SetOrderMatters(true).SetDefaultPublishHandler(c.route).
 		SetWill(a.env.topics.AgentStatus(a.cfg.Agent.ID), string(will), 1, true).
 		SetConnectionLostHandler(c.onLost)
 	c.client = paho.NewClient(opts)
@@ -68,6 +71,7 @@ func (a *Agent) newConnection() (*connection, error) {
 // start connects in the background: with connect-retry the client keeps
 // trying, and onConnect subscribes after every connection.
 func (c *connection) start() {
+	c.indexTopics()
 	go c.settleGrants()
 	c.client.Connect()
 }
@@ -102,22 +106,64 @@ func (c *connection) onConnect(cl paho.Client) {
 // per owned device, or — with agent.answer_unknown_devices, for a broker
 // this agent has to itself — one wildcard, so that a command for a device
 // it does not own is answered bad_request instead of going unanswered.
+// The subscriptions carry no paho route: route dispatches every message.
 func (c *connection) subscribeCommands(cl paho.Client) {
 	t := c.a.env.topics
-	if !c.a.cfg.Agent.AnswerUnknownDevices {
-		for _, d := range c.a.devices {
-			cl.Subscribe(t.DeviceCommands(d.id), 1, c.commandHandler(d))
-		}
+	if c.a.cfg.Agent.AnswerUnknownDevices {
+		cl.Subscribe(t.AllDeviceCommands(), 1, nil)
 		return
 	}
-	cl.Subscribe(t.AllDeviceCommands(), 1, func(pc paho.Client, m paho.Message) {
-		id, _, err := t.ParseDeviceTopic(m.Topic())
-		if d := c.a.byID[id]; err == nil && d != nil {
-			c.commandHandler(d)(pc, m)
-			return
+	filters := make(map[string]byte, subscribeChunk)
+	for topic := range c.commands {
+		filters[topic] = 1
+		if len(filters) == subscribeChunk {
+			cl.SubscribeMultiple(filters, nil)
+			filters = make(map[string]byte, subscribeChunk)
 		}
+	}
+	if len(filters) > 0 {
+		cl.SubscribeMultiple(filters, nil)
+	}
+}
+
+// subscribeChunk is the most topics one SUBSCRIBE packet carries.
+const subscribeChunk = 256
+
+// route is the client's only message handler (paho's default handler; no
+// subscription registers a route, so paho does not match each message
+// against every device's topic): a command goes to its device by a map
+// lookup, a grant announcement to onGrant; with
+// agent.answer_unknown_devices a command for a device not owned is
+// answered. Anything else is acknowledged and dropped. It runs in paho's
+// callback goroutine and never blocks.
+func (c *connection) route(cl paho.Client, m paho.Message) {
+	if d := c.commands[m.Topic()]; d != nil {
+		c.onCommand(d, m)
+		return
+	}
+	if c.grants[m.Topic()] {
+		c.onGrant(cl, m)
+		return
+	}
+	if id, leaf, err := c.a.env.topics.ParseDeviceTopic(m.Topic()); err == nil && leaf == "commands" && c.a.cfg.Agent.AnswerUnknownDevices {
 		c.unknownDevice(id, m)
-	})
+		return
+	}
+	m.Ack()
+}
+
+// indexTopics fills the topic maps route reads; called once, before the
+// first connection, after the devices are open. The maps are read-only
+// afterwards.
+func (c *connection) indexTopics() {
+	c.commands = make(map[string]*device, len(c.a.devices))
+	for _, d := range c.a.devices {
+		c.commands[c.a.env.topics.DeviceCommands(d.id)] = d
+	}
+	c.grants = make(map[string]bool, len(c.a.domains))
+	for name := range c.a.domains {
+		c.grants[c.a.env.topics.LeaseGrant(name)] = true
+	}
 }
 
 // unknownDevice answers a command for a device this agent does not own.
@@ -149,31 +195,29 @@ func (c *connection) onLost(_ paho.Client, err error) {
 	c.log.Warn("connection lost; reconnecting", "err", err)
 }
 
-// commandHandler returns the paho callback for one device's commands. It
-// never blocks: the message goes into the device's queue, or is answered
-// busy when the queue is full.
-func (c *connection) commandHandler(d *device) paho.MessageHandler {
-	return func(_ paho.Client, m paho.Message) {
-		if !c.intake.Load() {
-			return // shutting down: not taken; the sender's retry (same id) reaches the next run
-		}
-		if m.Retained() {
-			c.log.Warn("ignoring a retained command; commands must not be retained", "device", d.id)
-			m.Ack()
-			return
-		}
-		if n := len(m.Payload()); n > c.a.env.maxPayload {
-			// Refused before it is queued: an oversize payload never holds queue memory.
-			p, rej := d.undecodable(m.Payload(), fmt.Sprintf("payload is %d bytes, at most %d", n, c.a.env.maxPayload))
-			d.answer(p.replyTo, *rej)
-			m.Ack()
-			return
-		}
-		select {
-		case d.inbox <- inbound{payload: m.Payload(), ack: m.Ack}:
-		default:
-			c.busy(d, m)
-		}
+// onCommand takes one command message for device d. It never blocks: the
+// message goes into the device's queue, or is answered busy when the queue
+// is full.
+func (c *connection) onCommand(d *device, m paho.Message) {
+	if !c.intake.Load() {
+		return // shutting down: not taken; the sender's retry (same id) reaches the next run
+	}
+	if m.Retained() {
+		c.log.Warn("ignoring a retained command; commands must not be retained", "device", d.id)
+		m.Ack()
+		return
+	}
+	if n := len(m.Payload()); n > c.a.env.maxPayload {
+		// Refused before it is queued: an oversize payload never holds queue memory.
+		p, rej := d.undecodable(m.Payload(), fmt.Sprintf("payload is %d bytes, at most %d", n, c.a.env.maxPayload))
+		d.answer(p.replyTo, *rej)
+		m.Ack()
+		return
+	}
+	switch d.inbox.tryPush(inbound{payload: m.Payload(), ack: m.Ack}) {
+	case full:
+		c.busy(d, m)
+	case closedOut: // shutting down: not taken, as above
 	}
 }
 
@@ -198,7 +242,7 @@ func (c *connection) awaitRetainedGrants(cl paho.Client) {
 	c.grantsMu.Lock()
 	c.grantsSeen, c.lastGrant = map[string]bool{}, time.Now()
 	c.grantsMu.Unlock()
-	if err := mqtt.Wait(cl.SubscribeMultiple(filters, c.onGrant), c.a.cfg.MQTT.GrantWait); err != nil {
+	if err := mqtt.Wait(cl.SubscribeMultiple(filters, nil), c.a.cfg.MQTT.GrantWait); err != nil { // route dispatches
 		c.log.Warn("subscribing to grants", "err", err)
 	}
 	c.grantsMu.Lock()

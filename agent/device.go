@@ -13,8 +13,9 @@ import (
 )
 
 // device is one device the agent owns: its driver and its two-stage worker.
-// decide and apply each run in their own goroutine (see package doc); the
-// MQTT callback only puts messages in inbox.
+// decide and apply each run in their own goroutine (see package doc),
+// started when their queue gets work and gone when it is empty, so an idle
+// device holds no goroutine; the MQTT callback only puts messages in inbox.
 type device struct {
 	id, domain string
 	dom        *domain // the device's fencing domain, shared with its other devices
@@ -24,8 +25,8 @@ type device struct {
 	log        *slog.Logger
 	env        *env
 
-	inbox  chan inbound // MQTT callback and grant router → decide
-	applyQ chan pending // decide → apply, in accept order
+	inbox  *queue[inbound] // MQTT callback → decide
+	applyQ *queue[pending] // decide → apply, in accept order
 
 	resultsTopic string           // default reply topic
 	queueDepth   prometheus.Gauge // this device's fencegate_agent_queue_depth
@@ -47,6 +48,8 @@ type env struct {
 	agentID    string
 	maxPayload int
 	fatal      func(error) // reports a store failure; the agent stops
+
+	deciders, appliers sync.WaitGroup // running decide and apply workers of every device
 }
 
 // publisher sends MQTT messages without blocking the caller for long.
@@ -70,54 +73,37 @@ type pending struct {
 }
 
 func newDevice(cfg DeviceConfig, dom *domain, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {
-	return &device{id: cfg.ID, domain: cfg.Domain, dom: dom, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
-		log: log, inbox: make(chan inbound, queue), applyQ: make(chan pending, queue), available: true,
+	d := &device{id: cfg.ID, domain: cfg.Domain, dom: dom, cfg: cfg, driver: drv, caps: drv.Describe(), env: e,
+		log: log, available: true,
 		resultsTopic: e.topics.DeviceResults(cfg.ID), queueDepth: e.m.queueDepth.WithLabelValues(cfg.ID)}
+	d.inbox = newQueue[inbound](queue, func() { e.deciders.Go(d.decideWorker) })
+	d.applyQ = newQueue[pending](queue, func() { e.appliers.Go(d.applyWorker) })
+	return d
 }
 
-// run runs both stages until stop is closed, then drains what is queued and
-// returns when the apply stage has finished.
-func (d *device) run(stop <-chan struct{}) {
-	applied := make(chan struct{})
-	go func() {
-		defer close(applied)
-		d.applyLoop()
-	}()
-	d.decideLoop(stop)
-	close(d.applyQ)
-	<-applied
-}
-
-func (d *device) decideLoop(stop <-chan struct{}) {
+// decideWorker decides queued commands until the inbox is empty; the
+// inbox starts it on demand (at most one per device at a time).
+func (d *device) decideWorker() {
 	for {
-		select {
-		case in := <-d.inbox:
-			d.decide(in)
-		case <-stop:
-			d.drainInbox()
+		in, ok := d.inbox.next()
+		if !ok {
 			return
 		}
+		d.decide(in)
 	}
 }
 
-// drainInbox decides what was queued before the stop; later arrivals stay
-// unacknowledged and unanswered; senders retry them with the same id.
-func (d *device) drainInbox() {
+// applyWorker applies in accept order until the apply queue is empty; the
+// apply queue starts it on demand (at most one per device at a time).
+func (d *device) applyWorker() {
 	for {
-		select {
-		case in := <-d.inbox:
-			d.decide(in)
-		default:
+		p, ok := d.applyQ.next()
+		switch {
+		case !ok:
 			return
-		}
-	}
-}
-
-func (d *device) applyLoop() {
-	for p := range d.applyQ {
-		if p.await {
+		case p.await:
 			d.answerAwaited(p)
-		} else {
+		default:
 			d.apply(p)
 		}
 	}

@@ -11,7 +11,9 @@
 //	apply:  driver.Apply with a deadline → persist.Complete (durable
 //	        result) → publish the result
 //
-// so command N+1 can be made durable while command N is being applied. Lease
+// so command N+1 can be made durable while command N is being applied. Each
+// stage's goroutine runs only while its queue holds work (an idle device
+// holds none), at most one per stage and device. Lease
 // grants announced by the controller raise a device's fence through the same
 // decide stage, before the new holder has sent anything.
 package agent

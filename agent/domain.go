@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/persist"
@@ -31,7 +33,19 @@ type domain struct {
 	pending fence.Token // newest verified grant above fence, not yet durable; zero if none
 
 	settleMu sync.Mutex // serializes settle, so a raise is never made twice concurrently
+
+	annMu     sync.Mutex    // guards announced, annAt and annTimer
+	announced fence.Token   // the fence of the last state announcement of a raise
+	annAt     time.Time     // when that announcement was made
+	annTimer  *time.Timer   // pending trailing announcement, nil if none
+	annEvery  time.Duration // least time between announcements within a lease; 0 is stateInterval (tests shorten it)
 }
+
+// stateInterval is the least time between two state announcements of
+// raises within one lease (same epoch and holder): a raise that comes
+// sooner is announced by one trailing announcement at the end of the
+// interval, which carries the fence as it is then.
+const stateInterval = time.Second
 
 // current returns the fence mirror (zero if the domain has none).
 func (dm *domain) current() fence.Token {
@@ -104,6 +118,56 @@ func (dm *domain) raised(tok fence.Token) {
 		return
 	}
 	dm.m.fenceRaises.Inc()
+	dm.announce(tok)
+}
+
+// announce publishes the state of every device of the domain after the
+// fence moved up to tok: at once if tok is another epoch or holder than the
+// last announced fence or stateInterval has passed since, else once at the
+// end of the interval (rate-limited: a steady climb of seq under one lease
+// does not cost one retained message per command). The trailing
+// announcement reads the fence when it runs, so the newest fence is always
+// announced, at most stateInterval late.
+func (dm *domain) announce(tok fence.Token) {
+	dm.annMu.Lock()
+	last := dm.announced
+	since := time.Since(dm.annAt)
+	every := cmp.Or(dm.annEvery, stateInterval)
+	if tok.Epoch != last.Epoch || tok.Holder != last.Holder || since >= every {
+		dm.announced, dm.annAt = tok, time.Now()
+		dm.annMu.Unlock()
+		dm.publishStates()
+		return
+	}
+	if dm.annTimer == nil {
+		dm.annTimer = time.AfterFunc(every-since, dm.trailing)
+	}
+	dm.annMu.Unlock()
+}
+
+// trailing is the rate-limited announcement: it announces the fence as it
+// is now.
+func (dm *domain) trailing() {
+	dm.annMu.Lock()
+	dm.annTimer = nil
+	dm.announced, dm.annAt = dm.current(), time.Now()
+	dm.annMu.Unlock()
+	dm.publishStates()
+}
+
+// flushAnnouncement makes a pending trailing announcement now (at
+// shutdown, before the agent announces itself offline).
+func (dm *domain) flushAnnouncement() {
+	dm.annMu.Lock()
+	pending := dm.annTimer != nil && dm.annTimer.Stop()
+	dm.annTimer = nil
+	dm.annMu.Unlock()
+	if pending {
+		dm.trailing()
+	}
+}
+
+func (dm *domain) publishStates() {
 	for _, d := range dm.devices {
 		d.publishState()
 	}

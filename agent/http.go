@@ -101,7 +101,7 @@ func (a *Agent) deviceStatuses() []DeviceStatus {
 }
 
 func (d *device) status() DeviceStatus {
-	s := DeviceStatus{ID: d.id, Domain: d.domain, Driver: d.cfg.Driver, Queue: len(d.inbox) + len(d.applyQ), Fence: d.fenceView()}
+	s := DeviceStatus{ID: d.id, Domain: d.domain, Driver: d.cfg.Driver, Queue: d.inbox.len() + d.applyQ.len(), Fence: d.fenceView()}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.Available, s.LastResult = d.available, d.last

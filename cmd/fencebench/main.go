@@ -1,19 +1,27 @@
-// Command fencebench measures persist's group commit on the disk of a
-// directory and prints the figures as a table.
+// Command fencebench measures fencegate and prints every figure of the
+// performance goals, each with the baseline measured in the same run, the
+// ratio, the goal and whether it is met.
 //
-// For each device count it runs, for -duration each and in the same
-// scratch directory: the raw write+fdatasync loop (the disk's baseline),
-// the durable Accept workload (one goroutine per device, a new command and
-// an advancing token per Accept), and the same devices with one plain bbolt
-// Update per operation (no group commit). It prints accepts/s, commits/s,
-// operations per commit, Accept latency percentiles, the raw fsync rate and
-// the ratios of accepts/s to both baselines. Speed is measured, not
-// asserted: the figures are only comparable with the baselines of the same
-// run.
+// The default suite runs, on an embedded broker in this process: the agent
+// end to end (sim devices, no latency) at 1, 100, 1,000 and 10,000 devices
+// with a steady and with an advancing token, beside the bare MQTT
+// request/reply round trip at the same concurrency; the lone command's p50
+// against the round trip plus two bbolt commits; and, in child processes,
+// the RSS of an idle agent at 1 and 10,000 devices. Each figure is the
+// median of -runs measurements.
+//
+// -suite persist prints the older table of persist's group commit: for each
+// device count, for -duration each and in the same scratch directory, the
+// raw write+fdatasync loop (the disk's baseline), the durable Accept
+// workload and one plain bbolt Update per operation.
+//
+// Speed is measured, not asserted: the figures are only comparable with
+// the baselines of the same run.
 //
 // Usage:
 //
-//	go run ./cmd/fencebench [-dir DIR] [-duration 2s] [-devices 1,10,100]
+//	go run ./cmd/fencebench [-quick] [-json] [-runs 3] [-dir DIR] [-agent-devices 1,100,1000,10000]
+//	go run ./cmd/fencebench -suite persist [-dir DIR] [-duration 2s] [-devices 1,10,100]
 package main
 
 import (
@@ -44,9 +52,26 @@ type config struct {
 
 func main() {
 	cfg := config{devices: []int{1, 10, 100}}
+	goals := goalsConfig{devices: []int{1, 100, 1000, 10000}}
+	var suiteName string
+	var asJSON, asMarkdown bool
+	var rssN int
+	var profiles profiling
+	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure) or persist (group-commit table)")
+	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
+	flag.BoolVar(&asJSON, "json", false, "goals: one JSON object per line (name, value, unit, baseline, ratio, goal, met)")
+	flag.BoolVar(&asMarkdown, "markdown", false, "goals: Markdown table rows (for docs/benchmarks.md)")
+	flag.IntVar(&goals.runs, "runs", 3, "goals: measurements per figure; the median is printed")
+	flag.Func("agent-devices", "goals: comma-separated agent device counts (default 1,100,1000,10000)", func(s string) (err error) {
+		goals.devices, err = parseDevices(s)
+		return err
+	})
+	flag.IntVar(&rssN, "rss-child", 0, "internal: run an idle agent with this many devices and print its RSS")
+	flag.StringVar(&profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&profiles.heap, "memprofile", "", "write a heap profile at the end of the run (with -rss-child: of the idle agent) to this file")
 	flag.StringVar(&cfg.dir, "dir", "", "directory on the disk to measure; a scratch directory is made in it and removed at exit (default os.TempDir())")
-	flag.DurationVar(&cfg.duration, "duration", 2*time.Second, "length of each measurement")
-	flag.Func("devices", "comma-separated concurrent device counts (default 1,10,100)", func(s string) (err error) {
+	flag.DurationVar(&cfg.duration, "duration", 2*time.Second, "persist: length of each measurement")
+	flag.Func("devices", "persist: comma-separated concurrent device counts (default 1,10,100)", func(s string) (err error) {
 		cfg.devices, err = parseDevices(s)
 		return err
 	})
@@ -56,13 +81,33 @@ func main() {
 		buildinfo.Fprint(os.Stdout, "fencebench")
 		return
 	}
+	goals.dir, goals.out = cfg.dir, &printer{out: os.Stdout, json: asJSON, markdown: asMarkdown && !asJSON}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg, os.Stdout)
+	var err error
+	if rssN > 0 {
+		err = rssChild(cfg.dir, rssN, os.Stdout, profiles)
+	} else {
+		err = profiles.run(func() error { return dispatch(ctx, suiteName, cfg, goals) })
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fencebench:", err)
 		os.Exit(1)
 	}
+}
+
+func dispatch(ctx context.Context, suiteName string, cfg config, goals goalsConfig) error {
+	switch {
+	case suiteName == "persist":
+		return run(ctx, cfg, os.Stdout)
+	case suiteName != "goals":
+		return fmt.Errorf("-suite %q is not goals or persist", suiteName)
+	case goals.runs < 1:
+		return fmt.Errorf("-runs %d is not positive", goals.runs)
+	}
+	goals.out.header("fencebench: goal figures, median of %d, %s/%s, GOMAXPROCS=%d, %s, quick=%v",
+		goals.runs, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version(), goals.quick)
+	return runGoals(ctx, goals)
 }
 
 func parseDevices(s string) ([]int, error) {

@@ -31,7 +31,7 @@ var layers = map[string]int{
 	"internal/mqtttest": 2,
 	"agent":             3, "lease/...": 3, "controller/...": 3, "supervisor": 3, "internal/benchload": 3,
 	"chaos/check": 3,
-	"cmd/...":     4, "internal/stack": 4, "internal/browsertest": 4, "internal/securitytest": 4, "chaos": 4, "hwtest/...": 4, "examples/...": 4,
+	"cmd/...":     4, "internal/stack": 4, "internal/browsertest": 4, "internal/securitytest": 4, "internal/benchagent": 4, "chaos": 4, "hwtest/...": 4, "examples/...": 4,
 	"firmware/...": 4,
 }
 

@@ -81,3 +81,6 @@ func (p *Tokens) At(dev, i int) fence.Token {
 	toks := p.toks[dev]
 	return toks[min(i, len(toks)-1)]
 }
+
+// PublicKey returns the public key that verifies the pool's tokens.
+func (p *Tokens) PublicKey() ed25519.PublicKey { return p.signer.Public() }

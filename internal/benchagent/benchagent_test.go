@@ -1,0 +1,76 @@
+package benchagent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/fencegate/fencegate/internal/benchload"
+	"github.com/fencegate/fencegate/transport/mqtt"
+)
+
+func startBroker(t *testing.T) *mqtt.Embedded {
+	t.Helper()
+	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestCommandsAreAppliedAndStaleOnesFail(t *testing.T) {
+	b := startBroker(t)
+	tokens, err := benchload.NewTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := StartAgent(t.TempDir(), b.URL(), 3, tokens.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	load := Load{Broker: b.URL(), Tokens: tokens, InFlight: 2}
+	for _, adv := range []bool{false, true, false} {
+		load.Advancing, load.Limit = adv, benchload.Limit{Ops: 7}
+		res, err := a.Commands(t.Context(), load)
+		if err != nil || res.Ops != 7 {
+			t.Fatalf("advancing=%v: %d ops, err %v", adv, res.Ops, err)
+		}
+	}
+	a.next = make([]int, 3) // reuse positions below the fences: answered stale_token
+	load.Advancing = true
+	if _, err := a.Commands(t.Context(), load); !errors.Is(err, ErrOutcome) {
+		t.Fatalf("commands below the fence: err %v, want ErrOutcome", err)
+	}
+}
+
+func TestEchoAnswersEveryRequest(t *testing.T) {
+	b := startBroker(t)
+	tokens, err := benchload.NewTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := StartEcho(b.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	res, err := e.RoundTrips(t.Context(), Load{Broker: b.URL(), Tokens: tokens, InFlight: 5, Limit: benchload.Limit{Ops: 20}})
+	if err != nil || res.Ops != 20 {
+		t.Fatalf("%d round trips, err %v", res.Ops, err)
+	}
+}
+
+func TestRSSIsPositive(t *testing.T) {
+	rss, err := RSS()
+	if err != nil {
+		t.Skipf("no /proc/self/status here: %v", err)
+	}
+	if rss < 1<<20 {
+		t.Fatalf("RSS %d bytes, a Go test process holds more than 1 MiB", rss)
+	}
+}

@@ -1,0 +1,30 @@
+package benchagent
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// RSS returns this process's resident set size in bytes, from
+// /proc/self/status (Linux only; elsewhere an error).
+func RSS() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("rss: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 2 && string(f[0]) == "VmRSS:" {
+			kb, err := strconv.ParseInt(string(f[1]), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("rss: %q: %w", sc.Text(), err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("rss: no VmRSS line in /proc/self/status")
+}
