@@ -25,7 +25,7 @@ var layers = map[string]int{
 	"internal/buildinfo": 0, "internal/sdnotify": 0,
 	"internal/logtest": 0, "internal/tlstest": 0, "internal/httpauth": 1, "internal/archtest": 0, "internal/lossyfs/...": 0,
 	"internal/backupfile": 0,
-	"chaos/history": 0, "chaos/netproxy": 0,
+	"chaos/history":       0, "chaos/netproxy": 0,
 	"protocol": 1, "transport/...": 1,
 	"internal/groupcommit": 2, "persist": 2, "devices/...": 2, "plugins/...": 2,
 	"internal/mqtttest": 2,
