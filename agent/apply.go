@@ -46,10 +46,17 @@ func (d *device) apply(p pending) {
 
 // recheck compares an accepted command with its domain's durable fence
 // just before it would enter the driver: a grant, or a command to another
-// device of the domain, may have raised the fence while it waited. It
-// returns the rejection if the command is stale now, and ok false if the
-// store failed (reported as fatal).
+// device of the domain, may have raised the fence while it waited. It also
+// asks the key ring again: a key removed (SIGHUP, key rotation) while the
+// command waited no longer drives the device. It returns the rejection if
+// the command is stale or its key untrusted now, and ok false if the store
+// failed (reported as fatal).
 func (d *device) recheck(p pending) (stale *protocol.Result, ok bool) {
+	if !d.env.keys.Trusts(p.tok.KeyID) {
+		r := d.reject(p.cmd.ID, protocol.CodeInvalidToken,
+			fmt.Sprintf("the key %s that signed this token was removed while the command waited; not applied", p.tok.KeyID))
+		return &r, true
+	}
 	if err := d.dom.settle(context.Background()); err != nil {
 		d.env.fatal(err)
 		return nil, false

@@ -55,6 +55,14 @@ func (r *KeyRing) Remove(id KeyID) {
 	r.mu.Unlock()
 }
 
+// Trusts reports whether the key with id is trusted now.
+func (r *KeyRing) Trusts(id KeyID) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.keys[id]
+	return ok
+}
+
 // KeyIDs returns the ids of the trusted keys, in no particular order.
 func (r *KeyRing) KeyIDs() []KeyID {
 	r.mu.RLock()

@@ -79,7 +79,7 @@ func New(cfg Config) http.Handler {
 	}
 	mux.HandleFunc("GET /{$}", h.statusPageHandler) // status.go
 	mux.HandleFunc("GET /v1/status", h.statusJSON)
-	mux.HandleFunc("GET /v1/backup", h.backup) // backup.go
+	mux.Handle("GET /v1/backup", cfg.Auth.Middleware(http.HandlerFunc(h.backup))) // backup.go: authenticated like the lease endpoints, and loopback only
 	return mux
 }
 
