@@ -120,7 +120,7 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 			return p, ptr(d.reject(cmd.ID, protocol.CodeInvalidToken, err.Error()))
 		}
 	}
-	p.tok = tok
+	p.tok, p.unverified = tok, stale
 	if tok.Domain != d.domain {
 		return p, ptr(d.reject(cmd.ID, protocol.CodeWrongDomain, fmt.Sprintf("token of domain %q, device is in %q", tok.Domain, d.domain)))
 	}

@@ -70,6 +70,10 @@ type pending struct {
 	tok     fence.Token
 	replyTo string
 	await   bool // a retry of a command in flight: answer once it is done
+	// unverified: tok was read without its signature check (a claimed
+	// position below the fence, answered stale_token; decide.go
+	// staleUnverified). Its holder is only what the token claims.
+	unverified bool
 }
 
 func newDevice(cfg DeviceConfig, dom *domain, drv devices.Driver, e *env, queue int, log *slog.Logger) *device {

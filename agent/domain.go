@@ -131,6 +131,10 @@ func (dm *domain) raised(tok fence.Token) {
 func (dm *domain) announce(tok fence.Token) {
 	dm.annMu.Lock()
 	last := dm.announced
+	if !last.IsZero() && !newerThan(tok, last) {
+		dm.annMu.Unlock() // a racing raise announced a newer fence already: it covered this one
+		return
+	}
 	since := time.Since(dm.annAt)
 	every := cmp.Or(dm.annEvery, stateInterval)
 	if tok.Epoch != last.Epoch || tok.Holder != last.Holder || since >= every {

@@ -21,6 +21,9 @@ func (d *device) logRejected(p pending, r protocol.Result) {
 	holder, position := p.tok.Holder, ""
 	if !p.tok.IsZero() {
 		position = p.tok.String()
+		if p.unverified {
+			holder += " (unverified)"
+		}
 	} else if t, err := fence.ParseUnverified(p.cmd.Token); err == nil {
 		holder, position = t.Holder+" (unverified)", t.String()
 	}
