@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/atomicfile"
 	"github.com/fencegate/fencegate/internal/buildinfo"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -35,10 +36,10 @@ type Agent struct {
 	domains map[string]*domain // by name; one per fencing domain of the devices
 	boot    time.Time
 
-	broker  *mqtt.Embedded // nil when an external broker is configured
-	httpLn  net.Listener   // nil when HTTP is off
-	httpTok []byte         // bearer token of the operator endpoints; nil: loopback clients only
-	conn    *connection
+	broker   *mqtt.Embedded          // nil when an external broker is configured
+	httpLn   net.Listener            // nil when HTTP is off
+	httpAuth *httpauth.Authenticator // credentials of the operator endpoints; nil: loopback clients only
+	conn     *connection
 
 	failOnce sync.Once
 	failed   chan struct{} // closed by fail
@@ -73,7 +74,7 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if a.env.keys, err = loadKeys(cfg.Trust.Keys, verifiedCacheSize(cfg)); err != nil {
 		return nil, err
 	}
-	if a.httpTok, err = loadHTTPToken(cfg.HTTP.TokenFile); err != nil {
+	if a.httpAuth, err = loadHTTPAuth(cfg.HTTP.TokenFile, a.log.With("component", "http")); err != nil {
 		return nil, err
 	}
 	if a.env.store, err = openStore(cfg.Agent.DataDir, m); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencegate/fencegate/fence"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 )
@@ -126,6 +127,9 @@ func (a *Agent) resolve(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&res); err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
+	}
+	if id, ok := httpauth.Identity(r.Context()); ok {
+		res.By += " (authenticated as " + id + ")" // the token's name: who the journal names is not only self-declared
 	}
 	out, err := a.Resolve(r.Context(), r.PathValue("device"), r.PathValue("id"), res)
 	switch {

@@ -185,7 +185,7 @@ func TestOperatorEndpointsNeedTheToken(t *testing.T) {
 	h.seedInDoubt("pump1", "c-1", "set", `{"value":1}`, 5, "sup-a")
 	tokFile := filepath.Join(h.dir, "http.token")
 	const secret = "s3cret-token-0123456789"
-	if err := os.WriteFile(tokFile, []byte(secret+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokFile, []byte("night-shift:"+secret+"\n"), 0o600); err != nil { // internal/httpauth's name:token lines
 		t.Fatal(err)
 	}
 	h.cfg.HTTP.TokenFile = tokFile
@@ -203,8 +203,12 @@ func TestOperatorEndpointsNeedTheToken(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("backup without token: %d, want 401", resp.StatusCode)
 	}
-	if status, body := h.post("/v1/indoubt/pump1/c-1/resolve", secret, `{"resolution":"applied","by":"jo"}`); status != 200 {
+	status, body := h.post("/v1/indoubt/pump1/c-1/resolve", secret, `{"resolution":"applied","by":"jo"}`)
+	if status != 200 {
 		t.Fatalf("resolve with the token: %d %s", status, body)
+	}
+	if !strings.Contains(body, "jo (authenticated as night-shift)") {
+		t.Fatalf("resolution %s does not name the token's identity beside the declared resolver", body)
 	}
 }
 

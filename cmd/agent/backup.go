@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/agent"
 	"github.com/fencegate/fencegate/internal/backupfile"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/persist"
 )
 
@@ -56,7 +57,7 @@ func backup(ctx context.Context, configPath, out string, force bool) (persist.Su
 	if err != nil {
 		return persist.Summary{}, 0, fmt.Errorf("http.listen: %q: %w", cfg.HTTP.Listen, err)
 	}
-	tok, err := backupfile.ReadToken(cfg.HTTP.TokenFile)
+	tok, err := httpauth.ClientToken(cfg.HTTP.TokenFile)
 	if err != nil {
 		return persist.Summary{}, 0, fmt.Errorf("http.token_file: %w", err)
 	}

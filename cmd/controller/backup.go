@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/fencegate/fencegate/internal/backupfile"
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/lease/boltstore"
 	"github.com/fencegate/fencegate/lease/server"
 )
@@ -58,7 +59,7 @@ func runBackup(ctx context.Context, b backupCmd, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("backup: http %q: %w", b.http, err)
 	}
-	tok, err := backupfile.ReadToken(b.tokenFile)
+	tok, err := httpauth.ClientToken(b.tokenFile)
 	if err != nil {
 		return fmt.Errorf("backup: --token-file: %w", err)
 	}

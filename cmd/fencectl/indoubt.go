@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/httpauth"
 	"github.com/fencegate/fencegate/protocol"
 )
 
@@ -209,11 +210,11 @@ func (f *agentFlags) request(ctx context.Context, method, path string, body any)
 		return nil, fmt.Errorf("--agent: %w", err)
 	}
 	if f.tokenFile != "" {
-		tok, err := os.ReadFile(f.tokenFile)
+		tok, err := httpauth.ClientToken(f.tokenFile) // "name:token" or a bare token, as the agent reads it
 		if err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	return req, nil
 }

@@ -109,19 +109,6 @@ func writeTemp(out string, body io.Reader) (name string, n int64, err error) {
 	return f.Name(), n, nil
 }
 
-// ReadToken reads a bearer token file (surrounding white space dropped);
-// an empty path gives "".
-func ReadToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
 // LoopbackURL turns a listen address into a URL to reach it from this
 // host: an unspecified host (":9464", "0.0.0.0:9464", "[::]:9464") is
 // reached on 127.0.0.1.

@@ -228,3 +228,28 @@ func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, id)))
 	})
 }
+
+// ClientToken reads the bearer token a client sends from the token file at
+// path, in the format the server reads: the first line that is not empty
+// or a comment, "name:token" or a bare token (surrounding white space
+// dropped). An empty path gives "" (no token).
+func ClientToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, tok, ok := strings.Cut(line, ":"); ok {
+			return strings.TrimSpace(tok), nil
+		}
+		return line, nil
+	}
+	return "", fmt.Errorf("%s: no token", path)
+}

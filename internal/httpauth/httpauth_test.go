@@ -81,3 +81,32 @@ func TestTokenFile(t *testing.T) {
 		})
 	}
 }
+
+// TestClientTokenReadsTheServersFormat: a client sends the token of the
+// first token line, "name:token" or bare, so one file serves both sides;
+// a file with no token line is an error.
+func TestClientTokenReadsTheServersFormat(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ content, want string }{
+		{"# operators\n\nnight-shift: s3cret-token-0123456789\nday:other-token-0123456789\n", "s3cret-token-0123456789"},
+		{"  bare-token-0123456789  \n", "bare-token-0123456789"},
+	} {
+		path := filepath.Join(dir, "tok")
+		if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := ClientToken(path); err != nil || got != c.want {
+			t.Errorf("ClientToken(%q) = %q, %v; want %q", c.content, got, err, c.want)
+		}
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# nothing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClientToken(empty); err == nil {
+		t.Error("a file with no token line: no error")
+	}
+	if got, err := ClientToken(""); got != "" || err != nil {
+		t.Errorf("no file: %q, %v; want no token", got, err)
+	}
+}
