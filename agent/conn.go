@@ -97,7 +97,7 @@ func (c *connection) onConnect(cl paho.Client) {
 		d.publishState()
 	}
 	c.subscribeCommands(cl)
-	c.log.Info("connected", "broker", a.BrokerURL())
+	c.log.Info("connected", "broker", mqtt.Redact(a.BrokerURL()))
 	c.publish(a.env.topics.AgentStatus(a.cfg.Agent.ID),
 		mustJSON(protocol.AgentStatus{Online: true, Boot: a.boot.UTC().Format(time.RFC3339), Version: Version, At: now()}), true)
 }

@@ -127,15 +127,30 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 	if !d.caps.Supports(cmd.Op) {
 		return p, ptr(d.reject(cmd.ID, protocol.CodeUnknownOp, fmt.Sprintf("op %q is not one of the device's ops", cmd.Op)))
 	}
-	if c, ok := d.driver.(devices.ArgsChecker); ok && !d.journaled(cmd.ID) {
-		if err := c.CheckArgs(cmd.Op, cmd.Args); err != nil {
-			return p, ptr(d.reject(cmd.ID, argsCode(err), devices.MessageOf(err)))
-		}
+	if err := d.checkCommand(cmd, tok); err != nil {
+		return p, ptr(d.reject(cmd.ID, argsCode(err), devices.MessageOf(err)))
 	}
 	if stale { // after the op and args checks: the answer is the one a verified token gets
 		return p, ptr(d.reject(cmd.ID, protocol.CodeStaleToken, staleMessage))
 	}
 	return p, nil
+}
+
+// checkCommand asks the driver, before acceptance, whether Apply would
+// refuse cmd (devices.CommandChecker with the whole command, else
+// devices.ArgsChecker); a retry of a journaled command is not asked: it
+// gets its journaled answer.
+func (d *device) checkCommand(cmd protocol.Command, tok fence.Token) error {
+	if d.journaled(cmd.ID) {
+		return nil
+	}
+	switch c := d.driver.(type) {
+	case devices.CommandChecker:
+		return c.CheckCommand(devices.Command{ID: cmd.ID, Op: cmd.Op, Args: cmd.Args, Token: tok})
+	case devices.ArgsChecker:
+		return c.CheckArgs(cmd.Op, cmd.Args)
+	}
+	return nil
 }
 
 // staleMessage is the message of a stale_token answer decided at the fence.

@@ -52,6 +52,7 @@ func (h *harness) url(path string) string { return "http://" + h.agent.HTTPAddr(
 func (h *harness) post(path, token, body string) (int, string) {
 	h.t.Helper()
 	req, _ := http.NewRequest("POST", h.url(path), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -227,6 +228,8 @@ func TestOperatorEndpointsWithoutTokenServeLoopbackOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			called = false
 			req := httptest.NewRequest("POST", "/v1/indoubt/p/x/resolve", nil)
+			req.Host = "127.0.0.1:9464"
+			req.Header.Set("Content-Type", "application/json")
 			req.RemoteAddr = tc.remote
 			rec := httptest.NewRecorder()
 			h(rec, req)

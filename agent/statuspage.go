@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/buildinfo"
+	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // AgentStatus is GET /v1/status: everything the status page shows.
@@ -41,7 +42,7 @@ type StoreStatus struct {
 // Status collects the agent's status. Safe for concurrent use.
 func (a *Agent) Status() AgentStatus {
 	s := AgentStatus{Agent: a.cfg.Agent.ID, Version: Version, Build: buildinfo.Read(), Boot: a.boot.UTC().Truncate(time.Second),
-		Broker: BrokerStatus{URL: a.BrokerURL(), Embedded: a.broker != nil, Connected: a.conn != nil && a.conn.client.IsConnectionOpen()},
+		Broker: BrokerStatus{URL: mqtt.Redact(a.BrokerURL()), Embedded: a.broker != nil, Connected: a.conn != nil && a.conn.client.IsConnectionOpen()},
 		Store:  StoreStatus{Path: a.env.store.Path(), Healthy: !a.isFailed()}, Devices: a.deviceStatuses()}
 	if !s.Store.Healthy {
 		s.Store.Error = a.failErr.Error()

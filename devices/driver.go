@@ -90,6 +90,15 @@ type ArgsChecker interface {
 	CheckArgs(op string, args json.RawMessage) error
 }
 
+// CommandChecker is ArgsChecker with the whole command (id and verified
+// token as Apply gets them), for drivers whose refusal depends on more than
+// op and args — a frame that must hold the id, domain and holder too. The
+// agent asks CheckCommand, when a driver has it, instead of CheckArgs, at
+// the same point (before acceptance), with the same contract.
+type CommandChecker interface {
+	CheckCommand(cmd Command) error
+}
+
 // MaxOutputBytes caps the output of one command, for every driver: a larger
 // output is dropped and the command reported device_error (the command did
 // reach the device; the message says so). Drivers should stay well below it.

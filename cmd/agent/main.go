@@ -27,6 +27,7 @@ import (
 	"github.com/fencegate/fencegate/agent"
 	"github.com/fencegate/fencegate/internal/buildinfo"
 	"github.com/fencegate/fencegate/internal/sdnotify"
+	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 func main() {
@@ -77,7 +78,7 @@ func run(ctx context.Context, configPath, logFormat, logLevel string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("agent started", "id", cfg.Agent.ID, "broker", a.BrokerURL(), "http", a.HTTPAddr(), "devices", len(cfg.Devices),
+	log.Info("agent started", "id", cfg.Agent.ID, "broker", mqtt.Redact(a.BrokerURL()), "http", a.HTTPAddr(), "devices", len(cfg.Devices),
 		"version", buildinfo.Read().Version)
 	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
 		log.Warn("systemd notification", "err", err)

@@ -145,7 +145,7 @@ func runInDoubtResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 		res["resolution"] = "applied"
 	}
 	var r protocol.Result
-	path := "/v1/indoubt/" + url.PathEscape(pos[0]) + "/" + url.PathEscape(pos[1]) + "/resolve"
+	path := "/v1/indoubt/" + pathSegment(pos[0]) + "/" + pathSegment(pos[1]) + "/resolve"
 	if err := af.do(ctx, "POST", path, res, &r); err != nil {
 		return fail(stderr, err)
 	}
@@ -209,6 +209,9 @@ func (f *agentFlags) request(ctx context.Context, method, path string, body any)
 	if err != nil {
 		return nil, fmt.Errorf("--agent: %w", err)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json") // the agent refuses a body not declared JSON (a web page's forgery)
+	}
 	if f.tokenFile != "" {
 		tok, err := httpauth.ClientToken(f.tokenFile) // "name:token" or a bare token, as the agent reads it
 		if err != nil {
@@ -218,3 +221,14 @@ func (f *agentFlags) request(ctx context.Context, method, path string, body any)
 	}
 	return req, nil
 }
+
+// pathSegment escapes s as one URL path segment. "." and ".." are escaped
+// too (url.PathEscape leaves dots alone, and the agent's router would clean
+// them away): a command id may be any 1..128 bytes.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.ReplaceAll(s, ".", "%2E")
+	}
+	return url.PathEscape(s)
+}
+

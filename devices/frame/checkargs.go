@@ -7,7 +7,10 @@ import (
 	"github.com/fencegate/fencegate/devices"
 )
 
-var _ devices.ArgsChecker = (*Device)(nil)
+var (
+	_ devices.ArgsChecker    = (*Device)(nil)
+	_ devices.CommandChecker = (*Device)(nil)
+)
 
 // CheckArgs reports, without any I/O, whether Apply would refuse op's args
 // (devices.ArgsChecker): an op not configured is unknown_op; args that are
@@ -26,6 +29,20 @@ func (d *Device) CheckArgs(op string, raw json.RawMessage) error {
 	}
 	if _, err := (Request{ID: "x", Op: op, Args: raw}).Marshal(); err != nil {
 		return devices.Errorf(devices.CodeBadRequest, "command does not fit a protocol v1 frame: %v", err)
+	}
+	return nil
+}
+
+// CheckCommand is CheckArgs for the whole command (devices.CommandChecker):
+// the frame Apply would send, with cmd's id, domain and holder, must fit
+// protocol v1, exactly as Apply builds it (request); else bad_request,
+// before the agent accepts the command.
+func (d *Device) CheckCommand(cmd devices.Command) error {
+	if err := d.CheckArgs(cmd.Op, cmd.Args); err != nil {
+		return err
+	}
+	if _, err := request(cmd); err != nil {
+		return devices.Errorf(devices.CodeBadRequest, "%s", devices.MessageOf(err))
 	}
 	return nil
 }

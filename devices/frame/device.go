@@ -92,7 +92,7 @@ func request(cmd devices.Command) ([]byte, error) {
 	msg, err := Request{ID: cmd.ID, Domain: cmd.Token.Domain, Epoch: cmd.Token.Epoch, Seq: cmd.Token.Seq,
 		Holder: cmd.Token.Holder, Op: cmd.Op, Args: cmd.Args}.Marshal()
 	if err != nil {
-		return nil, devices.Errorf(devices.CodeDeviceError, "command does not fit a protocol v1 frame: %v", err)
+		return nil, devices.Errorf(devices.CodeBadRequest, "command does not fit a protocol v1 frame: %v", err) // nothing was sent
 	}
 	return serial.EncodeFrame(msg), nil
 }

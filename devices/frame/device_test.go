@@ -108,8 +108,8 @@ func TestUnknownOpAndOversize(t *testing.T) {
 		t.Fatalf("unknown op: %v", err)
 	}
 	big := `{"value":"` + strings.Repeat("x", MaxPayload) + `"}`
-	if _, err := apply(d, cmd("b", "set", big, 3), time.Second); errOf(err).Code != devices.CodeDeviceError {
-		t.Fatalf("oversize: %v", err)
+	if _, err := apply(d, cmd("b", "set", big, 3), time.Second); errOf(err).Code != devices.CodeBadRequest {
+		t.Fatalf("oversize: %v, want bad_request (nothing was sent)", err)
 	}
 	select {
 	case r := <-fw.reqs:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -20,21 +21,50 @@ var keyRestorePending = []byte("restore_pending")
 // bumped yet (MarkRestorePending, BumpEpoch).
 var ErrRestorePending = errors.New("boltstore: backup copy: bump its epoch before serving it")
 
-// Backup writes a consistent copy of the store file to w from one
+// Backup writes a consistent copy of the store file to w, taken from one
 // read-only transaction while the store serves (bbolt's Tx.WriteTo), and
 // returns the bytes written. onSize, if not nil, gets the copy's size
-// before the first byte. The copy is a plain store file: mark it with
-// MarkRestorePending before keeping it.
+// before the first byte. The copy is marked as a backup (MarkRestorePending)
+// before a byte of it leaves: a copy, however it was fetched, is refused by
+// Open until BumpEpoch has raised its epoch (I1). The snapshot is staged in
+// a temporary file, removed before Backup returns.
 func (s *Store) Backup(w io.Writer, onSize func(int64)) (int64, error) {
-	var n int64
-	err := s.w.View(func(tx *bolt.Tx) error {
-		if onSize != nil {
-			onSize(tx.Size())
-		}
-		var err error
-		n, err = tx.WriteTo(w)
+	f, err := os.CreateTemp("", "fencegate-lease-backup-*.db")
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := s.w.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(f)
 		return err
-	})
+	}); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if _, err := MarkRestorePending(f.Name()); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	return streamFile(f.Name(), w, onSize)
+}
+
+// streamFile writes the file at path to w, its size to onSize first.
+func streamFile(path string, w io.Writer, onSize func(int64)) (int64, error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer r.Close()
+	st, err := r.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if onSize != nil {
+		onSize(st.Size())
+	}
+	n, err := io.Copy(w, r)
 	if err != nil {
 		return n, fmt.Errorf("backup: %w", err)
 	}

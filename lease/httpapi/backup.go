@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/fencegate/fencegate/internal/httpauth"
 )
 
 // Backuper writes a consistent copy of the controller's store while it
@@ -21,6 +23,10 @@ type Backuper interface {
 func (h *handler) backup(w http.ResponseWriter, r *http.Request) {
 	if !loopback(r.RemoteAddr) {
 		http.Error(w, "backup is served to loopback clients only", http.StatusForbidden)
+		return
+	}
+	if h.cfg.Auth == nil && !httpauth.IsLoopback(r.Host) { // a DNS-rebinding page reaches 127.0.0.1 under its own name
+		http.Error(w, "backup is served under a loopback host name only (Host "+r.Host+")", http.StatusForbidden)
 		return
 	}
 	if h.cfg.Backup == nil {
