@@ -231,4 +231,3 @@ func pathSegment(s string) string {
 	}
 	return url.PathEscape(s)
 }
-
