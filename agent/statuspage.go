@@ -1,14 +1,13 @@
 package agent
 
 import (
-	"crypto/rand"
 	_ "embed"
-	"encoding/base64"
 	"html/template"
 	"net/http"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/buildinfo"
+	"github.com/fencegate/fencegate/internal/pagehead"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -82,22 +81,11 @@ func epochDate(epoch uint64) string {
 // script from /v1/status, which set text only (textContent), never markup.
 // The Content-Security-Policy allows that one script and nothing external.
 func (a *Agent) statusPage(w http.ResponseWriter, _ *http.Request) {
-	nonce := newNonce()
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; connect-src 'self'; style-src 'nonce-"+nonce+
-		"'; script-src 'nonce-"+nonce+"'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	nonce := pagehead.Set(w)
 	if err := statusPage.Execute(w, struct {
 		S     AgentStatus
 		Nonce string
 	}{a.Status(), nonce}); err != nil {
 		a.log.Debug("status page not written", "err", err)
 	}
-}
-
-func newNonce() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return base64.RawStdEncoding.EncodeToString(b)
 }

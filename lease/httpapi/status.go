@@ -2,14 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/base64"
 	"html/template"
 	"net/http"
 	"time"
 
 	"github.com/fencegate/fencegate/lease"
+
+	"github.com/fencegate/fencegate/internal/pagehead"
 )
 
 // StatusLister is the optional capability of a Controller behind the
@@ -78,14 +78,7 @@ func epochDate(epoch uint64) string {
 // set text only (textContent). The Content-Security-Policy allows that one
 // script and nothing external.
 func (h *handler) statusPageHandler(w http.ResponseWriter, r *http.Request) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
-	nonce := base64.RawStdEncoding.EncodeToString(b)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; connect-src 'self'; style-src 'nonce-"+nonce+
-		"'; script-src 'nonce-"+nonce+"'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	nonce := pagehead.Set(w)
 	if err := statusPage.Execute(w, struct {
 		S     Status
 		Nonce string
