@@ -141,14 +141,15 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 // devices.ArgsChecker); a retry of a journaled command is not asked: it
 // gets its journaled answer.
 func (d *device) checkCommand(cmd protocol.Command, tok fence.Token) error {
-	if d.journaled(cmd.ID) {
-		return nil
-	}
 	switch c := d.driver.(type) {
 	case devices.CommandChecker:
-		return c.CheckCommand(devices.Command{ID: cmd.ID, Op: cmd.Op, Args: cmd.Args, Token: tok})
+		if !d.journaled(cmd.ID) { // the journal lookup only for a driver that checks
+			return c.CheckCommand(devices.Command{ID: cmd.ID, Op: cmd.Op, Args: cmd.Args, Token: tok})
+		}
 	case devices.ArgsChecker:
-		return c.CheckArgs(cmd.Op, cmd.Args)
+		if !d.journaled(cmd.ID) {
+			return c.CheckArgs(cmd.Op, cmd.Args)
+		}
 	}
 	return nil
 }
