@@ -13,6 +13,7 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // Embedded is an in-process MQTT broker (mochi-mqtt) listening on one TCP
@@ -166,11 +167,29 @@ func (e *Embedded) Addr() string { return e.addr.String() }
 func (e *Embedded) Server() *mochi.Server { return e.srv }
 
 // Close disconnects every client and stops the broker.
+//
+// It first closes the listeners itself, disconnecting their clients from a
+// snapshot of the client list: mochi's own listener close lists clients with
+// a read lock taken twice over (Clients.GetByListener calls Len), which
+// deadlocks the broker for good when a client disconnects in between
+// (mochi-mqtt/server issue 488). A listener closes its clients only once, so
+// the Close that follows finds nothing left to list.
 func (e *Embedded) Close() error {
+	e.srv.Listeners.CloseAll(e.disconnectListenerClients)
 	if err := e.srv.Close(); err != nil {
 		return fmt.Errorf("embedded broker: close: %w", err)
 	}
 	return nil
+}
+
+// disconnectListenerClients disconnects the clients of listener, listed
+// with one read lock (Clients.GetAll).
+func (e *Embedded) disconnectListenerClients(listener string) {
+	for _, cl := range e.srv.Clients.GetAll() {
+		if cl.Net.Listener == listener && !cl.Closed() {
+			_ = e.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 }
 
 // DescribeSessions writes, for debugging, every client the broker knows

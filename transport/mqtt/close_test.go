@@ -1,0 +1,63 @@
+package mqtt
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCloseWhileClientsDisconnect closes the broker again and again while
+// its clients drop their connections. mochi's own listener close takes the
+// client list's read lock twice over, and a disconnect arriving in between
+// deadlocked it for good (mochi-mqtt/server issue 488); Close must not.
+func TestCloseWhileClientsDisconnect(t *testing.T) {
+	for round := range 600 {
+		b, err := StartEmbedded("127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns := rawConnect(t, b.Addr(), 30, round)
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Go(func() { c.Close() })
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- b.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: Close did not return while clients disconnected (deadlock)", round)
+		}
+		wg.Wait()
+	}
+}
+
+// rawConnect opens n clean-session MQTT 3.1.1 connections and waits for
+// each CONNACK.
+func rawConnect(t *testing.T, addr string, n, round int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("c%d-%d", round, i)
+		body := append([]byte{0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 60, 0, byte(len(id))}, id...)
+		if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
+			t.Fatal(err)
+		}
+		ack := make([]byte, 4)
+		if _, err := io.ReadFull(c, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+			t.Fatalf("CONNACK %x, %v", ack, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns
+}
