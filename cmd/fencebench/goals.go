@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/benchagent"
+	"github.com/fencegate/fencegate/internal/benchline"
 	"github.com/fencegate/fencegate/internal/benchload"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -19,7 +20,7 @@ type goalsConfig struct {
 	quick   bool   // fewer commands per measurement: the whole suite in minutes
 	runs    int    // measurements per figure; the median is printed
 	devices []int  // agent device counts, ascending; 100 is the scaling reference
-	out     *printer
+	out     *benchline.Printer
 }
 
 // mode names one kind of measurement at a device count.
@@ -84,6 +85,9 @@ func runGoals(ctx context.Context, cfg goalsConfig) (err error) {
 		if err := s.printDevices(n); err != nil {
 			return err
 		}
+	}
+	if err := s.measureGrants(ctx); err != nil {
+		return err
 	}
 	return s.measureRSS(ctx)
 }

@@ -10,6 +10,15 @@
 // the RSS of an idle agent at 1 and 10,000 devices. Each figure is the
 // median of -runs measurements.
 //
+// -suite soak runs an agent under steady load (one process: embedded
+// broker, agent, load) for -soak-for, prints its RSS every -soak-every (the
+// curve), and then the RSS at the end against the RSS once warmed up.
+//
+// The goal suite also measures the lease controller on bbolt: grants at 1
+// and 100 domains against the raw fdatasync loop of the same disk
+// (fencebench-etcd, in the etcd test module, does the same on etcd against
+// etcd's concurrency.Mutex).
+//
 // -suite persist prints the older table of persist's group commit: for each
 // device count, for -duration each and in the same scratch directory, the
 // raw write+fdatasync loop (the disk's baseline), the durable Accept
@@ -21,6 +30,7 @@
 // Usage:
 //
 //	go run ./cmd/fencebench [-quick] [-json] [-runs 3] [-dir DIR] [-agent-devices 1,100,1000,10000]
+//	go run ./cmd/fencebench -suite soak [-soak-for 10m] [-soak-every 30s] [-soak-devices 100] [-json]
 //	go run ./cmd/fencebench -suite persist [-dir DIR] [-duration 2s] [-devices 1,10,100]
 package main
 
@@ -39,6 +49,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/benchline"
 	"github.com/fencegate/fencegate/internal/benchload"
 	"github.com/fencegate/fencegate/internal/buildinfo"
 )
@@ -56,8 +67,10 @@ func main() {
 	var suiteName string
 	var asJSON, asMarkdown bool
 	var rssN int
+	var soakChildMode bool
+	soak := soakConfig{length: 10 * time.Minute, every: 30 * time.Second, devices: 100}
 	var profiles profiling
-	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure) or persist (group-commit table)")
+	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure), soak (RSS curve under steady load) or persist (group-commit table)")
 	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
 	flag.BoolVar(&asJSON, "json", false, "goals: one JSON object per line (name, value, unit, baseline, ratio, goal, met)")
 	flag.BoolVar(&asMarkdown, "markdown", false, "goals: Markdown table rows (for docs/benchmarks.md)")
@@ -66,6 +79,10 @@ func main() {
 		goals.devices, err = parseDevices(s)
 		return err
 	})
+	flag.DurationVar(&soak.length, "soak-for", soak.length, "soak: how long the steady load runs")
+	flag.DurationVar(&soak.every, "soak-every", soak.every, "soak: RSS sampling interval")
+	flag.IntVar(&soak.devices, "soak-devices", soak.devices, "soak: devices of the agent")
+	flag.BoolVar(&soakChildMode, "soak-child", false, "internal: run the soak's agent and load in this process and print its RSS samples")
 	flag.IntVar(&rssN, "rss-child", 0, "internal: run an idle agent with this many devices and print its RSS")
 	flag.StringVar(&profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&profiles.heap, "memprofile", "", "write a heap profile at the end of the run (with -rss-child: of the idle agent) to this file")
@@ -81,12 +98,18 @@ func main() {
 		buildinfo.Fprint(os.Stdout, "fencebench")
 		return
 	}
-	goals.dir, goals.out = cfg.dir, &printer{out: os.Stdout, json: asJSON, markdown: asMarkdown && !asJSON}
+	goals.dir, goals.out = cfg.dir, &benchline.Printer{Out: os.Stdout, JSON: asJSON, Markdown: asMarkdown && !asJSON}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	soak.dir, soak.out, soak.json = cfg.dir, goals.out, asJSON
 	var err error
-	if rssN > 0 {
+	switch {
+	case rssN > 0:
 		err = rssChild(cfg.dir, rssN, os.Stdout, profiles)
-	} else {
+	case soakChildMode:
+		err = soakChild(ctx, soak, os.Stdout)
+	case suiteName == "soak":
+		err = runSoak(ctx, soak)
+	default:
 		err = profiles.run(func() error { return dispatch(ctx, suiteName, cfg, goals) })
 	}
 	stop()
@@ -105,7 +128,7 @@ func dispatch(ctx context.Context, suiteName string, cfg config, goals goalsConf
 	case goals.runs < 1:
 		return fmt.Errorf("-runs %d is not positive", goals.runs)
 	}
-	goals.out.header("fencebench: goal figures, median of %d, %s/%s, GOMAXPROCS=%d, %s, quick=%v",
+	goals.out.Header("fencebench: goal figures, median of %d, %s/%s, GOMAXPROCS=%d, %s, quick=%v",
 		goals.runs, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version(), goals.quick)
 	return runGoals(ctx, goals)
 }

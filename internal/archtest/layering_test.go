@@ -24,14 +24,14 @@ var layers = map[string]int{
 	"fence": 0, "fence/fencetest": 0, "fence/internal/seedkey": 0, "internal/atomicfile": 0, "internal/yamlcfg": 0,
 	"internal/buildinfo": 0, "internal/sdnotify": 0,
 	"internal/logtest": 0, "internal/tlstest": 0, "internal/httpauth": 1, "internal/archtest": 0, "internal/lossyfs/...": 0,
-	"internal/backupfile": 0, "internal/pagehead": 0,
+	"internal/backupfile": 0, "internal/pagehead": 0, "internal/benchline": 0,
 	"chaos/history": 0, "chaos/netproxy": 0,
 	"protocol": 1, "transport/...": 1,
 	"internal/groupcommit": 2, "persist": 2, "devices/...": 2, "plugins/...": 2,
 	"internal/mqtttest": 2,
 	"agent":             3, "lease/...": 3, "controller/...": 3, "supervisor": 3, "internal/benchload": 3,
 	"chaos/check": 3,
-	"cmd/...":     4, "internal/stack": 4, "internal/browsertest": 4, "internal/securitytest": 4, "internal/benchagent": 4, "chaos": 4, "hwtest/...": 4, "examples/...": 4,
+	"cmd/...":     4, "internal/stack": 4, "internal/browsertest": 4, "internal/securitytest": 4, "internal/benchagent": 4, "internal/benchgrant": 4, "chaos": 4, "hwtest/...": 4, "examples/...": 4,
 	"firmware/...": 4,
 }
 

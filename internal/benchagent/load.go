@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/fencegate/fencegate/internal/benchload"
 	"github.com/fencegate/fencegate/protocol"
@@ -17,6 +18,7 @@ type Load struct {
 	InFlight  int               // concurrent senders, each waiting for its result
 	Advancing bool              // a new token (next seq) on every command; else one per device per run
 	Limit     benchload.Limit   // set Ops: advancing tokens are signed ahead for it
+	Done      *atomic.Int64     // if set, counts the commands answered applied as they are
 }
 
 // Commands runs l against a: l.InFlight senders, sender s driving devices
@@ -55,6 +57,9 @@ func (a *Agent) Commands(ctx context.Context, l Load) (benchload.Result, error) 
 		}
 		if r.Status != protocol.StatusApplied || r.Code != protocol.CodeOK {
 			return fmt.Errorf("%w: %s on %s: %s/%s (%s)", ErrOutcome, cmd.ID, benchload.DeviceID(dev), r.Status, r.Code, r.Message)
+		}
+		if l.Done != nil {
+			l.Done.Add(1)
 		}
 		return nil
 	}

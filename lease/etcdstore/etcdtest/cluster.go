@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,10 +18,20 @@ import (
 // readyTimeout bounds a member's start: generous, the machine is shared.
 const readyTimeout = 60 * time.Second
 
+// T is what a cluster needs of its caller: a *testing.T or *testing.B, or
+// the bench command's runner (cmd/fencebench-etcd).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(f func())
+	TempDir() string
+}
+
 // Cluster is an etcd cluster of in-process members on loopback. Its
 // methods are for one test goroutine.
 type Cluster struct {
-	t       testing.TB
+	t       T
 	token   string
 	members []*Member
 }
@@ -38,7 +47,7 @@ type Member struct {
 
 // StartCluster starts n members with data in t.TempDir and stops them in
 // t.Cleanup.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t T, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, token: fmt.Sprintf("fg-%d", time.Now().UnixNano())}
 	dir := t.TempDir()
@@ -52,7 +61,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 }
 
 // freeURL returns an http URL on a loopback port free a moment ago.
-func freeURL(t testing.TB) url.URL {
+func freeURL(t T) url.URL {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +132,7 @@ func (c *Cluster) Endpoints() []string {
 }
 
 // Client returns a client of every member, closed in t.Cleanup.
-func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+func (c *Cluster) Client(t T) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package benchline
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ func TestMedian(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := median(tc.in); got != tc.want {
-				t.Fatalf("median(%v) = %v, want %v", tc.in, got, tc.want)
+			if got := Median(tc.in); got != tc.want {
+				t.Fatalf("Median(%v) = %v, want %v", tc.in, got, tc.want)
 			}
 		})
 	}
@@ -28,14 +28,14 @@ func TestMedian(t *testing.T) {
 func TestGoalsJudgeTheRatio(t *testing.T) {
 	tests := []struct {
 		name string
-		l    line
+		l    Line
 		want bool
 	}{
-		{"at least, met", line{Value: 60, Baseline: 100}.atLeast(0.5), true},
-		{"at least, missed", line{Value: 40, Baseline: 100}.atLeast(0.5), false},
-		{"at most, met", line{Value: 1.1, Baseline: 1}.atMost(1.2), true},
-		{"at most, missed", line{Value: 1.3, Baseline: 1}.atMost(1.2), false},
-		{"no baseline is never met", line{Value: 1, Baseline: 0}.atMost(1.2), false},
+		{"at least, met", Line{Value: 60, Baseline: 100}.AtLeast(0.5), true},
+		{"at least, missed", Line{Value: 40, Baseline: 100}.AtLeast(0.5), false},
+		{"at most, met", Line{Value: 1.1, Baseline: 1}.AtMost(1.2), true},
+		{"at most, missed", Line{Value: 1.3, Baseline: 1}.AtMost(1.2), false},
+		{"no baseline is never met", Line{Value: 1, Baseline: 0}.AtMost(1.2), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,8 +48,8 @@ func TestGoalsJudgeTheRatio(t *testing.T) {
 
 func TestJSONLineHasEveryField(t *testing.T) {
 	var buf bytes.Buffer
-	p := &printer{out: &buf, json: true}
-	if err := p.print(line{Name: "x", Value: 2, Unit: "ms", Baseline: 4, BaseName: "b", Runs: 3}.atMost(1)); err != nil {
+	p := &Printer{Out: &buf, JSON: true}
+	if err := p.Print(Line{Name: "x", Value: 2, Unit: "ms", Baseline: 4, BaseName: "b", Runs: 3}.AtMost(1)); err != nil {
 		t.Fatal(err)
 	}
 	var m map[string]any

@@ -1,4 +1,7 @@
-package main
+// Package benchline is the figure line of fencegate's bench commands: a value,
+// the baseline measured in the same run, their ratio and the goal that
+// bounds it, printed as text, JSON lines or Markdown table rows.
+package benchline
 
 import (
 	"encoding/json"
@@ -8,9 +11,9 @@ import (
 	"strings"
 )
 
-// line is one figure with its baseline from the same run and its goal.
+// Line is one figure with its baseline from the same run and its goal.
 // Ratio is Value/Baseline; the goal bounds the ratio (Min or Max).
-type line struct {
+type Line struct {
 	Name     string  `json:"name"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
@@ -22,71 +25,72 @@ type line struct {
 	Runs     int     `json:"runs"` // measurements the value is the median of
 }
 
-// atLeast and atMost fill the ratio, goal and met of l.
-func (l line) atLeast(min float64) line {
-	l.Ratio = ratioOf(l.Value, l.Baseline)
+// AtLeast and AtMost fill the ratio, goal and met of l.
+func (l Line) AtLeast(min float64) Line {
+	l.Ratio = RatioOf(l.Value, l.Baseline)
 	l.Goal = fmt.Sprintf("ratio >= %.2f", min)
 	l.Met = l.Baseline > 0 && l.Ratio >= min
 	return l
 }
 
-func (l line) atMost(max float64) line {
-	l.Ratio = ratioOf(l.Value, l.Baseline)
+func (l Line) AtMost(max float64) Line {
+	l.Ratio = RatioOf(l.Value, l.Baseline)
 	l.Goal = fmt.Sprintf("ratio <= %.2f", max)
 	l.Met = l.Baseline > 0 && l.Ratio <= max
 	return l
 }
 
-func ratioOf(a, b float64) float64 {
+// RatioOf is a/b, or 0 when b is not positive.
+func RatioOf(a, b float64) float64 {
 	if b <= 0 {
 		return 0
 	}
 	return a / b
 }
 
-// printer writes lines as text, as one JSON object per line, or as the
+// Printer writes lines as text, as one JSON object per line, or as the
 // rows of a Markdown table (docs/benchmarks.md is made from it).
-type printer struct {
-	out      io.Writer
-	json     bool
-	markdown bool
+type Printer struct {
+	Out      io.Writer
+	JSON     bool
+	Markdown bool
 	started  bool // markdown: the table head is written
 }
 
-func (p *printer) header(format string, args ...any) {
+func (p *Printer) Header(format string, args ...any) {
 	switch {
-	case p.markdown:
-		fmt.Fprintf(p.out, "\n"+format+"\n\n", args...)
+	case p.Markdown:
+		fmt.Fprintf(p.Out, "\n"+format+"\n\n", args...)
 		p.started = false
-	case !p.json:
-		fmt.Fprintf(p.out, format+"\n", args...)
+	case !p.JSON:
+		fmt.Fprintf(p.Out, format+"\n", args...)
 	}
 }
 
-func (p *printer) print(l line) error {
-	if p.markdown {
+func (p *Printer) Print(l Line) error {
+	if p.Markdown {
 		return p.row(l)
 	}
-	if p.json {
+	if p.JSON {
 		b, err := json.Marshal(l)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(p.out, "%s\n", b)
+		_, err = fmt.Fprintf(p.Out, "%s\n", b)
 		return err
 	}
 	met := "NOT MET"
 	if l.Met {
 		met = "met"
 	}
-	_, err := fmt.Fprintf(p.out, "%-58s %10.3f %-10s baseline %10.3f (%s)  ratio %6.3f  goal %-14s %s\n",
+	_, err := fmt.Fprintf(p.Out, "%-58s %10.3f %-10s baseline %10.3f (%s)  ratio %6.3f  goal %-14s %s\n",
 		l.Name, l.Value, l.Unit, l.Baseline, l.BaseName, l.Ratio, l.Goal, met)
 	return err
 }
 
-// median returns the median of vs (the mean of the middle two for an even
+// Median returns the median of vs (the mean of the middle two for an even
 // count), 0 for none.
-func median(vs []float64) float64 {
+func Median(vs []float64) float64 {
 	if len(vs) == 0 {
 		return 0
 	}
@@ -98,17 +102,17 @@ func median(vs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func (p *printer) row(l line) error {
+func (p *Printer) row(l Line) error {
 	if !p.started {
 		p.started = true
-		fmt.Fprintln(p.out, "| figure | value | baseline (same run) | ratio | goal | met |")
-		fmt.Fprintln(p.out, "|---|---|---|---|---|---|")
+		fmt.Fprintln(p.Out, "| figure | value | baseline (same run) | ratio | goal | met |")
+		fmt.Fprintln(p.Out, "|---|---|---|---|---|---|")
 	}
 	met := "**no**"
 	if l.Met {
 		met = "yes"
 	}
-	_, err := fmt.Fprintf(p.out, "| %s | %s %s | %s (%s) | %.2f | %s | %s |\n",
+	_, err := fmt.Fprintf(p.Out, "| %s | %s %s | %s (%s) | %.2f | %s | %s |\n",
 		l.Name, short(l.Value), l.Unit, short(l.Baseline), l.BaseName, l.Ratio, strings.TrimPrefix(l.Goal, "ratio "), met)
 	return err
 }
