@@ -77,7 +77,7 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	if a.httpAuth, err = loadHTTPAuth(cfg.HTTP.TokenFile, a.log.With("component", "http")); err != nil {
 		return nil, err
 	}
-	if a.env.store, err = openStore(cfg.Agent.DataDir, m); err != nil {
+	if a.env.store, err = openStore(cfg.Agent.DataDir, cfg.Journal, m); err != nil {
 		return nil, err
 	}
 	m.reg.MustRegister(inDoubtCollector{store: a.env.store, devices: cfg.Devices})
@@ -128,11 +128,11 @@ func loadKeys(paths []string, cacheSize int) (*fence.KeyRing, error) {
 	return ring, nil
 }
 
-func openStore(dir string, m *metrics) (*persist.Store, error) {
+func openStore(dir string, j JournalConfig, m *metrics) (*persist.Store, error) {
 	if err := atomicfile.MkdirAll(dir, 0o700); err != nil { // durable: a power cut must not lose the new store's directory
 		return nil, fmt.Errorf("agent.data_dir: %w", err)
 	}
-	return persist.Open(filepath.Join(dir, "fence.db"), persist.Options{OnCommit: m.onCommit})
+	return persist.Open(filepath.Join(dir, "fence.db"), persist.Options{MaxRecords: j.MaxRecords, MaxAge: j.MaxAge, OnCommit: m.onCommit})
 }
 
 func (a *Agent) logInDoubt() {

@@ -324,3 +324,34 @@ func TestStoreFailureStopsAgent(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// TestJournalRetentionIsConfigured: with journal.max_records 3, a command
+// id that six newer commands pushed out of the journal is a new command
+// when it comes again (applied again, not a duplicate), while one still in
+// the window is answered from the journal. The dedupe window is what the
+// operator configured, no more and no less.
+func TestJournalRetentionIsConfigured(t *testing.T) {
+	h := newHarness(t, "pump1")
+	h.cfg.Journal.MaxRecords = 3
+	h.start()
+	tok := h.token(5, "A")
+	for i := range 7 {
+		wantResult(t, h.sup.Send(t, "pump1", set(fmt.Sprintf("c%d", i), tok, i)), protocol.StatusApplied, protocol.CodeOK)
+	}
+	recent := h.sup.Send(t, "pump1", set("c6", tok, 6))
+	if !recent.Duplicate {
+		t.Fatalf("c6, the newest command, was not answered from the journal: %+v", recent)
+	}
+	old := h.sup.Send(t, "pump1", set("c0", tok, 0))
+	wantResult(t, old, protocol.StatusApplied, protocol.CodeOK)
+	if old.Duplicate {
+		t.Fatalf("c0 is still in a journal of at most 3 records: %+v", old)
+	}
+	entries, err := sim.ReadLog(filepath.Join(h.dir, "pump1.log")) // not CheckLog: c0 twice is the point
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 8 || entries[7].ID != "c0" {
+		t.Fatalf("device log %+v, want 8 applies, the last c0 again as a new command", entries)
+	}
+}

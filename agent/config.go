@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/yamlcfg"
+	"github.com/fencegate/fencegate/persist"
 	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
@@ -31,6 +32,7 @@ type Config struct {
 	MQTT    MQTTConfig     `yaml:"mqtt"`
 	Trust   TrustConfig    `yaml:"trust"`
 	Limits  LimitsConfig   `yaml:"limits"`
+	Journal JournalConfig  `yaml:"journal"`
 	Devices []DeviceConfig `yaml:"devices"`
 	HTTP    HTTPConfig     `yaml:"http"`
 }
@@ -106,6 +108,18 @@ type LimitsConfig struct {
 	Queue int `yaml:"queue"`
 }
 
+// JournalConfig is the journal's retention per device. The journal is the
+// dedupe window — a command id pruned from it is a new command if it comes
+// again — and what bounds fence.db on disk: about 1.2 KiB a record, so
+// devices × MaxRecords × 1.2 KiB at most (docs/agent.md).
+type JournalConfig struct {
+	// MaxRecords is the records kept per device. Default 10 000.
+	MaxRecords int `yaml:"max_records"`
+	// MaxAge is how long a record is kept, on the store's clock (the time
+	// the agent has run). Default 24 h.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
 // DeviceConfig is one device the agent owns.
 type DeviceConfig struct {
 	// ID is the device id in topics, [A-Za-z0-9._-]{1,128}.
@@ -168,6 +182,12 @@ func (c Config) WithDefaults() Config {
 	if c.Limits.Queue == 0 {
 		c.Limits.Queue = DefaultQueue
 	}
+	if c.Journal.MaxRecords == 0 {
+		c.Journal.MaxRecords = persist.DefaultMaxRecords
+	}
+	if c.Journal.MaxAge == 0 {
+		c.Journal.MaxAge = persist.DefaultMaxAge
+	}
 	for i := range c.Devices {
 		d := &c.Devices[i]
 		d.Domain = orString(d.Domain, d.ID)
@@ -206,6 +226,12 @@ func (c Config) Validate() error {
 	}
 	if c.Limits.Queue < 0 {
 		return fmt.Errorf("limits.queue: %d is negative", c.Limits.Queue)
+	}
+	if c.Journal.MaxRecords < 0 {
+		return fmt.Errorf("journal.max_records: %d is negative", c.Journal.MaxRecords)
+	}
+	if c.Journal.MaxAge < 0 {
+		return fmt.Errorf("journal.max_age: %v is negative", c.Journal.MaxAge)
 	}
 	return c.validateDevices()
 }

@@ -40,6 +40,9 @@ func TestConfigErrorsNameKeyAndValue(t *testing.T) {
 		{"bad broker", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {broker: 'http://x'}", `mqtt.broker`},
 		{"keep alive", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {keep_alive: -1s}", "mqtt.keep_alive"},
 		{"payload limit", validBase + "devices: [{id: p, driver: sim}]\nlimits: {max_payload: -1}", "limits.max_payload: -1"},
+		{"journal records", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_records: -5}", "journal.max_records: -5 is negative"},
+		{"journal age", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: -1h}", "journal.max_age: -1h0m0s is negative"},
+		{"journal age type", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: forever}", `journal.max_age: value "forever"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,7 +12,11 @@
 //
 // -suite soak runs an agent under steady load (one process: embedded
 // broker, agent, load) for -soak-for, prints its RSS every -soak-every (the
-// curve), and then the RSS at the end against the RSS once warmed up.
+// curve), and then the RSS at the end against the RSS once warmed up. The
+// journal keeps -soak-journal records per device, so that the store
+// reaches its steady size within the soak: RSS counts the pages of
+// fence.db that bbolt's mmap has touched, and the file grows until the
+// journal is full.
 //
 // The goal suite also measures the lease controller on bbolt: grants at 1
 // and 100 domains against the raw fdatasync loop of the same disk
@@ -30,7 +34,7 @@
 // Usage:
 //
 //	go run ./cmd/fencebench [-quick] [-json] [-runs 3] [-dir DIR] [-agent-devices 1,100,1000,10000]
-//	go run ./cmd/fencebench -suite soak [-soak-for 10m] [-soak-every 30s] [-soak-devices 100] [-json]
+//	go run ./cmd/fencebench -suite soak [-soak-for 10m] [-soak-every 30s] [-soak-devices 100] [-soak-journal 1000] [-json]
 //	go run ./cmd/fencebench -suite persist [-dir DIR] [-duration 2s] [-devices 1,10,100]
 package main
 
@@ -68,7 +72,7 @@ func main() {
 	var asJSON, asMarkdown bool
 	var rssN int
 	var soakChildMode bool
-	soak := soakConfig{length: 10 * time.Minute, every: 30 * time.Second, devices: 100}
+	soak := soakConfig{length: 10 * time.Minute, every: 30 * time.Second, devices: 100, journal: 1000}
 	var profiles profiling
 	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure), soak (RSS curve under steady load) or persist (group-commit table)")
 	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
@@ -82,6 +86,7 @@ func main() {
 	flag.DurationVar(&soak.length, "soak-for", soak.length, "soak: how long the steady load runs")
 	flag.DurationVar(&soak.every, "soak-every", soak.every, "soak: RSS sampling interval")
 	flag.IntVar(&soak.devices, "soak-devices", soak.devices, "soak: devices of the agent")
+	flag.IntVar(&soak.journal, "soak-journal", soak.journal, "soak: journal records kept per device (the agent's journal.max_records; 0: its default, 10000, which 100 devices take about 15 min to fill here)")
 	flag.BoolVar(&soakChildMode, "soak-child", false, "internal: run the soak's agent and load in this process and print its RSS samples")
 	flag.IntVar(&rssN, "rss-child", 0, "internal: run an idle agent with this many devices and print its RSS")
 	flag.StringVar(&profiles.cpu, "cpuprofile", "", "write a CPU profile of the run to this file")

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencegate/fencegate/agent"
 	"github.com/fencegate/fencegate/internal/benchagent"
 	"github.com/fencegate/fencegate/internal/benchline"
 	"github.com/fencegate/fencegate/internal/benchload"
@@ -27,6 +28,7 @@ type soakConfig struct {
 	length  time.Duration // how long the load runs
 	every   time.Duration // sampling interval
 	devices int
+	journal int // journal records kept per device (agent journal.max_records)
 	out     *benchline.Printer
 	json    bool
 }
@@ -55,15 +57,16 @@ type sample struct {
 // the store's pages, the broker's sessions and the queues reach their
 // steady size).
 func runSoak(ctx context.Context, cfg soakConfig) error {
-	if cfg.length <= 0 || cfg.every <= 0 || cfg.every > cfg.length || cfg.devices < 1 {
-		return fmt.Errorf("-soak-for %v, -soak-every %v and -soak-devices %d: need 0 < every <= for, devices > 0", cfg.length, cfg.every, cfg.devices)
+	if cfg.length <= 0 || cfg.every <= 0 || cfg.every > cfg.length || cfg.devices < 1 || cfg.journal < 0 {
+		return fmt.Errorf("-soak-for %v, -soak-every %v, -soak-devices %d and -soak-journal %d: need 0 < every <= for, devices > 0, journal >= 0",
+			cfg.length, cfg.every, cfg.devices, cfg.journal)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, exe, "-soak-child", "-soak-for", cfg.length.String(), "-soak-every", cfg.every.String(),
-		"-soak-devices", strconv.Itoa(cfg.devices), "-dir", cfg.dir)
+		"-soak-devices", strconv.Itoa(cfg.devices), "-soak-journal", strconv.Itoa(cfg.journal), "-dir", cfg.dir)
 	cmd.Stderr = os.Stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -72,8 +75,8 @@ func runSoak(ctx context.Context, cfg soakConfig) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	cfg.out.Header("fencebench soak: one process with an embedded broker, an agent with %d sim devices and the load (%d in flight, steady token), %v, RSS every %v",
-		cfg.devices, inFlight(cfg.devices), cfg.length, cfg.every)
+	cfg.out.Header("fencebench soak: one process with an embedded broker, an agent with %d sim devices (journal.max_records %d) and the load (%d in flight, steady token), %v, RSS every %v",
+		cfg.devices, cfg.journal, inFlight(cfg.devices), cfg.length, cfg.every)
 	samples, readErr := readSamples(pipe, cfg)
 	if err := errors.Join(readErr, cmd.Wait()); err != nil {
 		return fmt.Errorf("soak child: %w", err)
@@ -148,7 +151,7 @@ func soakChild(ctx context.Context, cfg soakConfig, out io.Writer) (err error) {
 		return err
 	}
 	defer b.Close()
-	a, err := benchagent.StartAgent(dir, b.URL(), cfg.devices, tokens.PublicKey())
+	a, err := benchagent.StartAgentWith(dir, b.URL(), cfg.devices, tokens.PublicKey(), agent.JournalConfig{MaxRecords: cfg.journal})
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,12 @@ type Agent struct {
 // announced itself online (its command subscriptions are in place by then:
 // the broker handles a client's packets in order).
 func StartAgent(dir, brokerURL string, devices int, pub ed25519.PublicKey) (*Agent, error) {
+	return StartAgentWith(dir, brokerURL, devices, pub, agent.JournalConfig{})
+}
+
+// StartAgentWith is StartAgent with the agent's journal retention set
+// (zero fields: the agent's defaults).
+func StartAgentWith(dir, brokerURL string, devices int, pub ed25519.PublicKey, journal agent.JournalConfig) (*Agent, error) {
 	if devices < 1 {
 		return nil, fmt.Errorf("%w: devices %d", ErrInvalid, devices)
 	}
@@ -47,6 +53,7 @@ func StartAgent(dir, brokerURL string, devices int, pub ed25519.PublicKey) (*Age
 	if err != nil {
 		return nil, err
 	}
+	cfg.Journal = journal
 	online, stopWatch, err := watchOnline(brokerURL)
 	if err != nil {
 		return nil, err
