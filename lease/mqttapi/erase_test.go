@@ -43,8 +43,9 @@ func TestRetainedGrantsCanBeErased(t *testing.T) {
 	}
 	w.reset()
 	publishRetained(t, intruder, nil)
-	if got := w.waitLast(t, r.Token); got != r.Token {
-		t.Fatalf("a cleared grant topic was not healed while running: %.40q", got)
+	w.waitSeen(t, r.Token) // the heal may overtake the empty publish on its way to w (see TestRetainedGrantHeals)
+	if got := readRetainedGrant(t, b.URL()); got != r.Token {
+		t.Fatalf("a cleared grant topic was not healed while running: the broker retains %.40q", got)
 	}
 }
 
