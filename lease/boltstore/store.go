@@ -171,10 +171,19 @@ func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
 }
 
 // Put stores rec if domain's record still has rec.Version; see lease.Store.
-// Writes of concurrent callers are group-committed.
+// Writes of concurrent callers are group-committed. The record is encoded
+// here, in the caller's goroutine, with the version it will have: the
+// single writer goroutine that every Put waits for only compares the
+// stored version and writes the bytes.
 func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease.Record, error) {
+	next := rec
+	next.Version++
+	v, err := json.Marshal(next)
+	if err != nil {
+		return lease.Record{}, fmt.Errorf("encode %s: %w", domain, err)
+	}
 	conflict := false
-	err := s.w.Submit(ctx, domain, func(tx *bolt.Tx) (bool, error) {
+	err = s.w.Submit(ctx, domain, func(tx *bolt.Tx) (bool, error) {
 		cur, err := storedVersion(tx, domain)
 		if err != nil {
 			return false, err
@@ -183,8 +192,7 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 			conflict = true
 			return false, nil
 		}
-		rec.Version++
-		return true, put(tx, domain, rec)
+		return true, tx.Bucket(bucketDomains).Put([]byte(domain), v)
 	})
 	switch {
 	case err != nil:
@@ -192,7 +200,7 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 	case conflict:
 		return lease.Record{}, fmt.Errorf("put %s: %w", domain, lease.ErrConflict)
 	}
-	return rec, nil
+	return next, nil
 }
 
 // Scan calls fn with every stored domain record in one read transaction
@@ -245,7 +253,7 @@ func get(tx *bolt.Tx, domain string) (lease.Record, error) {
 	return rec, nil
 }
 
-// versionPrefix is how every record put writes starts: lease.Record's
+// versionPrefix is how every record Put writes starts: lease.Record's
 // first field is its version.
 var versionPrefix = []byte(`{"version":`)
 
@@ -253,7 +261,7 @@ var versionPrefix = []byte(`{"version":`)
 // without decoding the whole record, which holds up to MaxRequests request
 // records: this runs in the single writer goroutine for every Put, and a
 // full decode there was half the CPU of a grant. A record that does not
-// start as put writes it is decoded in full; one that does not decode is
+// start as Put writes it is decoded in full; one that does not decode is
 // lease.ErrCorrupt.
 func storedVersion(tx *bolt.Tx, domain string) (uint64, error) {
 	v := tx.Bucket(bucketDomains).Get([]byte(domain))
@@ -274,12 +282,4 @@ func storedVersion(tx *bolt.Tx, domain string) (uint64, error) {
 		return 0, fmt.Errorf("%w: domain %q: %w", lease.ErrCorrupt, domain, err)
 	}
 	return r.Version, nil
-}
-
-func put(tx *bolt.Tx, domain string, rec lease.Record) error {
-	v, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", domain, err)
-	}
-	return tx.Bucket(bucketDomains).Put([]byte(domain), v)
 }

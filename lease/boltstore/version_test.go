@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -26,9 +27,7 @@ func TestStoredVersion(t *testing.T) {
 		want    uint64
 		corrupt bool
 	}{
-		{"as put writes it", func(tx *bolt.Tx) error {
-			return put(tx, "d", lease.Record{Version: 41, Seq: 9, Requests: []lease.RequestRecord{{ID: "r1", Seq: 9}}})
-		}, 41, false},
+		{"as Put writes it", rawRecord(asJSON(t, lease.Record{Version: 41, Seq: 9, Requests: []lease.RequestRecord{{ID: "r1", Seq: 9}}})), 41, false},
 		{"never written", func(*bolt.Tx) error { return nil }, 0, false},
 		{"version not first", rawRecord(`{"seq":3,"requests":[{"id":"x"}],"version":7}`), 7, false},
 		{"prefix, then no number", rawRecord(`{"version":"7"}`), 0, true},
@@ -64,6 +63,14 @@ func TestStoredVersion(t *testing.T) {
 			}
 		})
 	}
+}
+
+func asJSON(t *testing.T, rec lease.Record) string {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func rawRecord(v string) func(tx *bolt.Tx) error {
