@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/fencegate/fencegate/agent"
 	"github.com/fencegate/fencegate/internal/benchagent"
 	"github.com/fencegate/fencegate/internal/benchload"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -17,35 +18,50 @@ import (
 // idle devices in this process; once the agent is online and two garbage
 // collections have run, it prints the process's RSS in bytes to out (and
 // writes prof's heap profile, if named, while the agent still runs).
-func rssChild(parent string, n int, out io.Writer, prof profiling) (err error) {
-	dir, err := os.MkdirTemp(parent, "rss-")
+func rssChild(parent string, n int, out io.Writer, prof profiling) error {
+	return withLocalAgent(parent, "rss-", n, agent.JournalConfig{}, func(*localAgent) error {
+		time.Sleep(time.Second) // the connect-time state announcements drain
+		runtime.GC()
+		runtime.GC()
+		rss, err := benchagent.RSS()
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(out, rss); err != nil {
+			return err
+		}
+		return prof.writeHeap()
+	})
+}
+
+// localAgent is an embedded broker and a bench agent in this process, with
+// the token pool that signs for the agent's trusted key.
+type localAgent struct {
+	tokens *benchload.Tokens
+	broker *mqtt.Embedded
+	agent  *benchagent.Agent
+}
+
+// withLocalAgent starts a localAgent with devices devices and the journal
+// retention given, its store in a new directory named by prefix under
+// parent, runs f with it, and stops and removes everything afterwards.
+func withLocalAgent(parent, prefix string, devices int, journal agent.JournalConfig, f func(*localAgent) error) (err error) {
+	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	tokens, err := benchload.NewTokens()
-	if err != nil {
+	l := &localAgent{}
+	if l.tokens, err = benchload.NewTokens(); err != nil {
 		return err
 	}
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
+	if l.broker, err = mqtt.StartEmbedded("127.0.0.1:0", nil); err != nil {
 		return err
 	}
-	defer b.Close()
-	a, err := benchagent.StartAgent(dir, b.URL(), n, tokens.PublicKey())
-	if err != nil {
+	defer l.broker.Close()
+	if l.agent, err = benchagent.StartAgentWith(dir, l.broker.URL(), devices, l.tokens.PublicKey(), journal); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, a.Stop()) }()
-	time.Sleep(time.Second) // the connect-time state announcements drain
-	runtime.GC()
-	runtime.GC()
-	rss, err := benchagent.RSS()
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(out, rss); err != nil {
-		return err
-	}
-	return prof.writeHeap()
+	defer func() { err = errors.Join(err, l.agent.Stop()) }()
+	return f(l)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/fencegate/fencegate/internal/benchagent"
 	"github.com/fencegate/fencegate/internal/benchline"
 	"github.com/fencegate/fencegate/internal/benchload"
-	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
 // soakConfig is the soak suite's part of the flags: an agent under steady
@@ -136,33 +135,17 @@ func printFlatness(cfg soakConfig, samples []sample) error {
 // soakChild is the -soak-child mode: an embedded broker, an agent with
 // cfg.devices devices and the steady load in this process, for cfg.length;
 // every cfg.every it writes a sample (JSON) to out.
-func soakChild(ctx context.Context, cfg soakConfig, out io.Writer) (err error) {
-	dir, err := os.MkdirTemp(cfg.dir, "soak-")
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	tokens, err := benchload.NewTokens()
-	if err != nil {
-		return err
-	}
-	b, err := mqtt.StartEmbedded("127.0.0.1:0", nil)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	a, err := benchagent.StartAgentWith(dir, b.URL(), cfg.devices, tokens.PublicKey(), agent.JournalConfig{MaxRecords: cfg.journal})
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, a.Stop()) }()
-	ctx, cancel := context.WithTimeout(ctx, cfg.length)
-	defer cancel()
-	var done atomic.Int64
-	loadErr := make(chan error, 1)
-	go func() { loadErr <- steadyLoad(ctx, a, b.URL(), tokens, cfg.devices, &done) }()
-	err = sampleUntil(ctx, cfg.every, &done, out)
-	return errors.Join(err, <-loadErr)
+func soakChild(ctx context.Context, cfg soakConfig, out io.Writer) error {
+	journal := agent.JournalConfig{MaxRecords: cfg.journal}
+	return withLocalAgent(cfg.dir, "soak-", cfg.devices, journal, func(l *localAgent) error {
+		ctx, cancel := context.WithTimeout(ctx, cfg.length)
+		defer cancel()
+		var done atomic.Int64
+		loadErr := make(chan error, 1)
+		go func() { loadErr <- steadyLoad(ctx, l.agent, l.broker.URL(), l.tokens, cfg.devices, &done) }()
+		err := sampleUntil(ctx, cfg.every, &done, out)
+		return errors.Join(err, <-loadErr)
+	})
 }
 
 // steadyLoad runs steady runs of soakRunOps commands until ctx ends,
