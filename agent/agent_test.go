@@ -325,14 +325,15 @@ func TestStoreFailureStopsAgent(t *testing.T) {
 	_ = context.Background
 }
 
-// TestJournalRetentionIsConfigured: with journal.max_records 3, a command
-// id that six newer commands pushed out of the journal is a new command
-// when it comes again (applied again, not a duplicate), while one still in
-// the window is answered from the journal. The dedupe window is what the
-// operator configured, no more and no less.
+// TestJournalRetentionIsConfigured: with journal.max_records 3 (the least
+// limits.queue 1 allows), a command id that six newer commands pushed out
+// of the journal is a new command when it comes again (applied again, not
+// a duplicate), while one still in the window is answered from the
+// journal. The dedupe window is what the operator configured, no more and
+// no less.
 func TestJournalRetentionIsConfigured(t *testing.T) {
 	h := newHarness(t, "pump1")
-	h.cfg.Journal.MaxRecords = 3
+	h.cfg.Journal.MaxRecords, h.cfg.Limits.Queue = 3, 1
 	h.start()
 	tok := h.token(5, "A")
 	for i := range 7 {

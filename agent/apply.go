@@ -124,9 +124,12 @@ func (d *device) failure(id string, err error) protocol.Result {
 }
 
 // answerAwaited answers a retry of a command that was in flight when the
-// retry was decided; by now the apply stage has finished it.
+// retry was decided; by now the apply stage has finished it. The decision
+// pinned the command's record (persist.Store.Unpin), so pruning has kept
+// it, with its result, until this read.
 func (d *device) answerAwaited(p pending) {
 	rec, ok, err := d.env.store.Lookup(d.id, p.cmd.ID)
+	d.env.store.Unpin(d.id, p.cmd.ID)
 	if err != nil {
 		d.env.fatal(err)
 		return

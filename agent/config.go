@@ -227,13 +227,31 @@ func (c Config) Validate() error {
 	if c.Limits.Queue < 0 {
 		return fmt.Errorf("limits.queue: %d is negative", c.Limits.Queue)
 	}
-	if c.Journal.MaxRecords < 0 {
-		return fmt.Errorf("journal.max_records: %d is negative", c.Journal.MaxRecords)
-	}
-	if c.Journal.MaxAge < 0 {
-		return fmt.Errorf("journal.max_age: %v is negative", c.Journal.MaxAge)
+	if err := c.validateJournal(); err != nil {
+		return err
 	}
 	return c.validateDevices()
+}
+
+// MinJournalAge is the shortest journal.max_age: a command found in doubt
+// at a restart must stay journaled long enough for its sender's retry (or
+// an operator) to see it rather than have it taken as new.
+const MinJournalAge = time.Minute
+
+// validateJournal checks the retention against what a device can have in
+// flight: its queue, the command in the driver and one accepted command
+// waiting for queue space. A journal that holds fewer could prune, at a
+// restart, commands found in doubt — and a retry of one would be applied
+// as a new command.
+func (c Config) validateJournal() error {
+	if minRecords := c.Limits.Queue + 2; c.Journal.MaxRecords < minRecords {
+		return fmt.Errorf("journal.max_records: %d is below limits.queue + 2 (%d), the commands a device can have accepted at once",
+			c.Journal.MaxRecords, minRecords)
+	}
+	if c.Journal.MaxAge < MinJournalAge {
+		return fmt.Errorf("journal.max_age: %v is under %v", c.Journal.MaxAge, MinJournalAge)
+	}
+	return nil
 }
 
 func (c Config) validateDevices() error {

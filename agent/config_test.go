@@ -40,8 +40,10 @@ func TestConfigErrorsNameKeyAndValue(t *testing.T) {
 		{"bad broker", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {broker: 'http://x'}", `mqtt.broker`},
 		{"keep alive", validBase + "devices: [{id: p, driver: sim}]\nmqtt: {keep_alive: -1s}", "mqtt.keep_alive"},
 		{"payload limit", validBase + "devices: [{id: p, driver: sim}]\nlimits: {max_payload: -1}", "limits.max_payload: -1"},
-		{"journal records", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_records: -5}", "journal.max_records: -5 is negative"},
-		{"journal age", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: -1h}", "journal.max_age: -1h0m0s is negative"},
+		{"journal records", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_records: -5}", "journal.max_records: -5 is below limits.queue + 2 (1026)"},
+		{"journal below queue", validBase + "devices: [{id: p, driver: sim}]\nlimits: {queue: 100}\njournal: {max_records: 101}", "journal.max_records: 101 is below limits.queue + 2 (102)"},
+		{"journal age", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: -1h}", "journal.max_age: -1h0m0s is under 1m0s"},
+		{"journal age short", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: 30s}", "journal.max_age: 30s is under 1m0s"},
 		{"journal age type", validBase + "devices: [{id: p, driver: sim}]\njournal: {max_age: forever}", `journal.max_age: value "forever"`},
 	}
 	for _, tc := range tests {

@@ -133,6 +133,9 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 	digest := commandDigest(cmd)
 	if known {
 		if d, done, err := s.journaled(tx, old, digest, cmd.Token); done || err != nil {
+			if err == nil && d.Outcome == Duplicate && old.State == StateAccepted {
+				s.pins.pin(cmd.Device, cmd.ID) // before this batch's pruning; see pins
+			}
 			return d, err
 		}
 	}

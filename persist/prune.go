@@ -36,7 +36,8 @@ var errStopPrune = errors.New("stop")
 
 // pruneDevice removes a device's oldest journal records while there are more
 // than MaxRecords or the oldest is older than MaxAge, up to pruneBudget
-// records. It stops at a record still waiting for its result. It reads only
+// records. It stops at a record still waiting for its result, or pinned by
+// a retry waiting for that result (see pins). It reads only
 // the order index (which carries acceptance times), never record bodies.
 func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 	j := journalFor(tx, device)
@@ -48,7 +49,7 @@ func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 	var doomed [][]byte // journal keys; deleted after the walk (no writes under a cursor walk)
 	err := j.forEach(func(at time.Time, id string) error {
 		tooMany := count-uint64(len(doomed)) > uint64(s.opts.MaxRecords)
-		if len(doomed) == pruneBudget || (!tooMany && !at.Before(cutoff)) || j.isPending(id) {
+		if len(doomed) == pruneBudget || (!tooMany && !at.Before(cutoff)) || j.isPending(id) || s.pins.pinned(device, id) {
 			return errStopPrune
 		}
 		doomed = append(doomed, j.key([]byte(id)))

@@ -22,6 +22,7 @@ type Store struct {
 	clock storeClock // retention's clock: never stepped by the wall clock
 
 	inDoubt []DeviceCommand // set by Open, read-only after
+	pins    pins            // records a waiting retry keeps from pruning
 }
 
 // DeviceCommand names one command of one device.

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/fencegate/fencegate/agent"
 	"github.com/fencegate/fencegate/internal/benchagent"
 	"github.com/fencegate/fencegate/internal/benchload"
 	"github.com/fencegate/fencegate/transport/mqtt"
@@ -19,7 +18,7 @@ import (
 // collections have run, it prints the process's RSS in bytes to out (and
 // writes prof's heap profile, if named, while the agent still runs).
 func rssChild(parent string, n int, out io.Writer, prof profiling) error {
-	return withLocalAgent(parent, "rss-", n, agent.JournalConfig{}, func(*localAgent) error {
+	return withLocalAgent(parent, "rss-", n, benchagent.Options{}, func(*localAgent) error {
 		time.Sleep(time.Second) // the connect-time state announcements drain
 		runtime.GC()
 		runtime.GC()
@@ -42,10 +41,10 @@ type localAgent struct {
 	agent  *benchagent.Agent
 }
 
-// withLocalAgent starts a localAgent with devices devices and the journal
-// retention given, its store in a new directory named by prefix under
-// parent, runs f with it, and stops and removes everything afterwards.
-func withLocalAgent(parent, prefix string, devices int, journal agent.JournalConfig, f func(*localAgent) error) (err error) {
+// withLocalAgent starts a localAgent with devices devices and opts, its
+// store in a new directory named by prefix under parent, runs f with it,
+// and stops and removes everything afterwards.
+func withLocalAgent(parent, prefix string, devices int, opts benchagent.Options, f func(*localAgent) error) (err error) {
 	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		return err
@@ -59,7 +58,7 @@ func withLocalAgent(parent, prefix string, devices int, journal agent.JournalCon
 		return err
 	}
 	defer l.broker.Close()
-	if l.agent, err = benchagent.StartAgentWith(dir, l.broker.URL(), devices, l.tokens.PublicKey(), journal); err != nil {
+	if l.agent, err = benchagent.StartAgentWith(dir, l.broker.URL(), devices, l.tokens.PublicKey(), opts); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, l.agent.Stop()) }()

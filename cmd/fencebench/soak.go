@@ -136,8 +136,8 @@ func printFlatness(cfg soakConfig, samples []sample) error {
 // cfg.devices devices and the steady load in this process, for cfg.length;
 // every cfg.every it writes a sample (JSON) to out.
 func soakChild(ctx context.Context, cfg soakConfig, out io.Writer) error {
-	journal := agent.JournalConfig{MaxRecords: cfg.journal}
-	return withLocalAgent(cfg.dir, "soak-", cfg.devices, journal, func(l *localAgent) error {
+	opts := benchagent.Options{Journal: agent.JournalConfig{MaxRecords: cfg.journal}, Queue: soakQueue(cfg.journal)}
+	return withLocalAgent(cfg.dir, "soak-", cfg.devices, opts, func(l *localAgent) error {
 		ctx, cancel := context.WithTimeout(ctx, cfg.length)
 		defer cancel()
 		var done atomic.Int64
@@ -146,6 +146,17 @@ func soakChild(ctx context.Context, cfg soakConfig, out io.Writer) error {
 		err := sampleUntil(ctx, cfg.every, &done, out)
 		return errors.Join(err, <-loadErr)
 	})
+}
+
+// soakQueue is the soak agent's limits.queue: one command is in flight per
+// device, so a short queue does; it must leave the journal room for every
+// command a device can have accepted (agent journal.max_records >=
+// limits.queue + 2). 0 keeps the agent's default.
+func soakQueue(journal int) int {
+	if journal == 0 {
+		return 0
+	}
+	return max(1, min(agent.DefaultQueue, journal-2))
 }
 
 // steadyLoad runs steady runs of soakRunOps commands until ctx ends,

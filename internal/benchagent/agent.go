@@ -40,12 +40,18 @@ type Agent struct {
 // announced itself online (its command subscriptions are in place by then:
 // the broker handles a client's packets in order).
 func StartAgent(dir, brokerURL string, devices int, pub ed25519.PublicKey) (*Agent, error) {
-	return StartAgentWith(dir, brokerURL, devices, pub, agent.JournalConfig{})
+	return StartAgentWith(dir, brokerURL, devices, pub, Options{})
 }
 
-// StartAgentWith is StartAgent with the agent's journal retention set
-// (zero fields: the agent's defaults).
-func StartAgentWith(dir, brokerURL string, devices int, pub ed25519.PublicKey, journal agent.JournalConfig) (*Agent, error) {
+// Options change the bench agent's configuration; zero fields keep the
+// agent's defaults.
+type Options struct {
+	Journal agent.JournalConfig // journal retention
+	Queue   int                 // limits.queue
+}
+
+// StartAgentWith is StartAgent with opts applied.
+func StartAgentWith(dir, brokerURL string, devices int, pub ed25519.PublicKey, opts Options) (*Agent, error) {
 	if devices < 1 {
 		return nil, fmt.Errorf("%w: devices %d", ErrInvalid, devices)
 	}
@@ -53,7 +59,7 @@ func StartAgentWith(dir, brokerURL string, devices int, pub ed25519.PublicKey, j
 	if err != nil {
 		return nil, err
 	}
-	cfg.Journal = journal
+	cfg.Journal, cfg.Limits.Queue = opts.Journal, opts.Queue
 	online, stopWatch, err := watchOnline(brokerURL)
 	if err != nil {
 		return nil, err
