@@ -97,7 +97,7 @@ func (l *link) run() {
 // waiting meanwhile; it returns false if the link closed first.
 func (l *link) awaitDial() bool {
 	if blocked, _ := l.p.gate(up); !blocked {
-		return true
+		return l.setState(dialing) // false if the client left while waiting
 	}
 	if !l.setState(waiting) || !l.await(up) {
 		return false

@@ -296,6 +296,12 @@ func (p *Proxy) admit(c net.Conn) {
 		return
 	}
 	l := newLink(p, c)
+	if p.mode.blocks(up) {
+		// Waiting from the start, not from when run gets to it: a client
+		// that leaves before then must be dropped too (pump), not dialed
+		// after Heal.
+		l.state = waiting
+	}
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
 	p.spawn(func() { l.pump(up, c, l.queue[up]) })

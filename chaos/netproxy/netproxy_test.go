@@ -136,6 +136,10 @@ func TestConnectionAbandonedDuringBlackholeNeverReachesTarget(t *testing.T) {
 	p.Partition(Blackhole)
 	a := dial(t, p)
 	write(t, a, "stale")
+	// The proxy counts a connection once its accept loop has taken it: wait
+	// for that, or Live is 0 before a was ever held, and a reaches the
+	// target after Heal.
+	waitFor(t, "held", func() bool { return p.Stats().Live == 1 })
 	_ = a.Close()
 	waitFor(t, "dropped", func() bool { return p.Stats().Live == 0 })
 
