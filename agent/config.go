@@ -233,16 +233,16 @@ func (c Config) Validate() error {
 	return c.validateDevices()
 }
 
-// MinJournalAge is the shortest journal.max_age: a command found in doubt
-// at a restart must stay journaled long enough for its sender's retry (or
-// an operator) to see it rather than have it taken as new.
+// MinJournalAge is the shortest journal.max_age: a dedupe window shorter
+// than a minute would take the retries of a slow network as new commands.
+// (Age never prunes an open in-doubt command; see persist's pruneDevice.)
 const MinJournalAge = time.Minute
 
 // validateJournal checks the retention against what a device can have in
 // flight: its queue, the command in the driver and one accepted command
-// waiting for queue space. A journal that holds fewer could prune, at a
-// restart, commands found in doubt — and a retry of one would be applied
-// as a new command.
+// waiting for queue space. A journal that holds fewer could prune by count,
+// at a restart, commands found in doubt — and a retry of one would be
+// applied as a new command.
 func (c Config) validateJournal() error {
 	if minRecords := c.Limits.Queue + 2; c.Journal.MaxRecords < minRecords {
 		return fmt.Errorf("journal.max_records: %d is below limits.queue + 2 (%d), the commands a device can have accepted at once",

@@ -19,7 +19,8 @@ var ErrNotInDoubt = errors.New("persist: command is not an open in-doubt command
 // bucketInDoubt indexes the open in-doubt commands: device NUL id → "". A
 // command enters it when Open marks it in_doubt or CompleteInDoubt records
 // an in-doubt result, and leaves it when it is resolved, re-accepted (an
-// idempotent op) or pruned with the journal window.
+// idempotent op) or pruned with the journal window — by count only: age
+// alone never prunes an open in-doubt command (see pruneDevice).
 var bucketInDoubt = []byte("indoubt")
 
 // Resolution is an operator's decision on an in-doubt command, journaled
@@ -155,7 +156,7 @@ func (s *Store) Resolve(ctx context.Context, device, id string, res Resolution, 
 		if err != nil {
 			return false, err
 		}
-		if !ok || tx.Bucket(bucketInDoubt).Get(j.key([]byte(id))) == nil {
+		if !ok || !has(tx.Bucket(bucketInDoubt), j.key([]byte(id))) {
 			logical = fmt.Errorf("%w: %s/%s is %s", ErrNotInDoubt, device, id, stateOf(r, ok))
 			return false, nil
 		}

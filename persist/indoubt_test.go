@@ -147,20 +147,34 @@ func TestReacceptedIdempotentLeavesList(t *testing.T) {
 	}
 }
 
-func TestPrunedInDoubtLeavesList(t *testing.T) {
+// TestInDoubtLeavesListByCountNotAge: an open in-doubt command outlives
+// MaxAge (it may have been in the driver longer than that when the agent
+// stopped, and its retry must still be answered in_doubt), and leaves the
+// journal and the list only when MaxRecords newer commands push it out.
+func TestInDoubtLeavesListByCountNotAge(t *testing.T) {
 	var up time.Duration
 	sg := testSigner(t)
+	tok := mustToken(t, sg, "plant", 1, 1, "A")
 	path := filepath.Join(t.TempDir(), "fence.db")
 	s, _ := Open(path, Options{})
-	mustAccept(t, s, Command{Device: "p", ID: "x", Token: mustToken(t, sg, "plant", 1, 1, "A")})
+	mustAccept(t, s, Command{Device: "p", ID: "x", Token: tok})
 	s.Close()
-	s2 := mustOpenPath(t, path, Options{MaxAge: time.Hour, Uptime: func() time.Duration { return up }})
+	s2 := mustOpenPath(t, path, Options{MaxRecords: 2, MaxAge: time.Hour, Uptime: func() time.Duration { return up }})
 	up = 2 * time.Hour
 	if err := s2.Prune(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	if r, ok, _ := s2.Lookup("p", "x"); !ok || r.State != StateInDoubt {
+		t.Fatalf("open in-doubt command pruned by age: %+v, %v", r, ok)
+	}
+	for _, id := range []string{"y", "z"} {
+		mustAccept(t, s2, Command{Device: "p", ID: id, Token: tok})
+		if err := s2.Complete(ctxT(t), "p", id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, ok, _ := s2.Lookup("p", "x"); ok {
-		t.Fatal("record not pruned")
+		t.Fatal("in-doubt command not pruned with 2 newer commands over MaxRecords 2")
 	}
 	if got, _ := s2.InDoubt(); len(got) != 0 {
 		t.Fatalf("pruned in-doubt command still listed: %+v", got)

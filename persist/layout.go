@@ -125,7 +125,16 @@ func (j journal) forEach(fn func(stamp time.Time, id string) error) error {
 	return nil
 }
 
-func (j journal) isPending(id string) bool { return j.pending.Get(j.key([]byte(id))) != nil }
+func (j journal) isPending(id string) bool { return has(j.pending, j.key([]byte(id))) }
+
+// has reports whether b holds key. Not Get(key) != nil: the index buckets
+// store empty values, and Get returns nil for an empty value put in the
+// same transaction (the case of a command accepted, or marked in doubt, in
+// the batch that prunes).
+func has(b *bolt.Bucket, key []byte) bool {
+	k, _ := b.Cursor().Seek(key)
+	return bytes.Equal(k, key)
+}
 
 func orderKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 

@@ -37,8 +37,13 @@ var errStopPrune = errors.New("stop")
 // pruneDevice removes a device's oldest journal records while there are more
 // than MaxRecords or the oldest is older than MaxAge, up to pruneBudget
 // records. It stops at a record still waiting for its result, or pinned by
-// a retry waiting for that result (see pins). It reads only
-// the order index (which carries acceptance times), never record bodies.
+// a retry waiting for that result (see pins). Age alone never removes an
+// open in-doubt command: one that was in the driver longer than MaxAge when
+// the agent stopped is already past the cutoff when Open marks it, and its
+// retry — the command may have reached the device — would be taken as new;
+// only MaxRecords newer commands, or a resolution, move it out. It reads
+// only the order index (which carries acceptance times) and the in-doubt
+// index, never record bodies.
 func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 	j := journalFor(tx, device)
 	last, first := j.orderBounds()
@@ -46,10 +51,12 @@ func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 		return 0, nil
 	}
 	count, cutoff := last-first+1, s.cutoff()
+	inDoubt := tx.Bucket(bucketInDoubt)
 	var doomed [][]byte // journal keys; deleted after the walk (no writes under a cursor walk)
 	err := j.forEach(func(at time.Time, id string) error {
 		tooMany := count-uint64(len(doomed)) > uint64(s.opts.MaxRecords)
-		if len(doomed) == pruneBudget || (!tooMany && !at.Before(cutoff)) || j.isPending(id) || s.pins.pinned(device, id) {
+		if len(doomed) == pruneBudget || (!tooMany && !at.Before(cutoff)) || j.isPending(id) || s.pins.pinned(device, id) ||
+			(!tooMany && has(inDoubt, j.key([]byte(id)))) {
 			return errStopPrune
 		}
 		doomed = append(doomed, j.key([]byte(id)))
@@ -62,7 +69,7 @@ func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
 		if err := j.ids.Delete(k); err != nil {
 			return i, err
 		}
-		if err := tx.Bucket(bucketInDoubt).Delete(k); err != nil { // an in-doubt record leaves the list with the window
+		if err := inDoubt.Delete(k); err != nil { // an in-doubt record leaves the list with the window (by count)
 			return i, err
 		}
 		if err := j.order.Delete(j.key(orderKey(first + uint64(i)))); err != nil {
