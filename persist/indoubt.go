@@ -63,7 +63,7 @@ func initInDoubtIndex(tx *bolt.Tx) error {
 		if err != nil || r.State != StateInDoubt {
 			return err
 		}
-		return idx.Put(journalFor(tx, device).key([]byte(id)), nil)
+		return idx.Put(journalFor(tx, device).key([]byte(id)), indexMark)
 	})
 }
 
@@ -72,7 +72,7 @@ func putInDoubt(tx *bolt.Tx, j journal, r Record) error {
 	if err := j.put(r); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketInDoubt).Put(j.key([]byte(r.ID)), nil); err != nil {
+	if err := tx.Bucket(bucketInDoubt).Put(j.key([]byte(r.ID)), indexMark); err != nil {
 		return fmt.Errorf("in-doubt index %q: %w", r.ID, err)
 	}
 	return nil

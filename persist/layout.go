@@ -84,7 +84,7 @@ func (j journal) put(r Record) error {
 		return fmt.Errorf("journal %q: %w", r.ID, err)
 	}
 	if r.State == StateAccepted {
-		err = j.pending.Put(id, nil)
+		err = j.pending.Put(id, indexMark)
 	} else {
 		err = j.pending.Delete(id)
 	}
@@ -127,14 +127,16 @@ func (j journal) forEach(fn func(stamp time.Time, id string) error) error {
 
 func (j journal) isPending(id string) bool { return has(j.pending, j.key([]byte(id))) }
 
-// has reports whether b holds key. Not Get(key) != nil: the index buckets
-// store empty values, and Get returns nil for an empty value put in the
-// same transaction (the case of a command accepted, or marked in doubt, in
-// the batch that prunes).
-func has(b *bolt.Bucket, key []byte) bool {
-	k, _ := b.Cursor().Seek(key)
-	return bytes.Equal(k, key)
-}
+// indexMark is the value of the index buckets' entries (pending, indoubt):
+// presence is all they say. It is not empty because bbolt's Get returns
+// nil for an empty value put in the same transaction — a command accepted,
+// or marked in doubt, in the batch that prunes would look absent. Entries
+// written empty by older versions are read from the file, where Get
+// returns them as empty, not nil.
+var indexMark = []byte{1}
+
+// has reports whether the index bucket b holds key.
+func has(b *bolt.Bucket, key []byte) bool { return b.Get(key) != nil }
 
 func orderKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 

@@ -32,10 +32,12 @@ func (p *pins) unpin(device, id string) {
 	}
 }
 
+// pinned is asked by every prune walk; with no retry waiting (the usual
+// case) it builds no key.
 func (p *pins) pinned(device, id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.n[pinKey(device, id)] > 0
+	return len(p.n) > 0 && p.n[pinKey(device, id)] > 0
 }
 
 // pinKey is "device NUL id", as the journal's keys (ids never hold NUL).
