@@ -138,20 +138,21 @@ func (d *device) check(payload []byte) (pending, *protocol.Result) {
 
 // checkCommand asks the driver, before acceptance, whether Apply would
 // refuse cmd (devices.CommandChecker with the whole command, else
-// devices.ArgsChecker); a retry of a journaled command is not asked: it
-// gets its journaled answer.
+// devices.ArgsChecker). A refusal of a retry of a journaled command does
+// not count: the retry gets its journaled answer. The journal is read only
+// after a refusal, so a command the driver takes costs no store read here.
 func (d *device) checkCommand(cmd protocol.Command, tok fence.Token) error {
+	var err error
 	switch c := d.driver.(type) {
 	case devices.CommandChecker:
-		if !d.journaled(cmd.ID) { // the journal lookup only for a driver that checks
-			return c.CheckCommand(devices.Command{ID: cmd.ID, Op: cmd.Op, Args: cmd.Args, Token: tok})
-		}
+		err = c.CheckCommand(devices.Command{ID: cmd.ID, Op: cmd.Op, Args: cmd.Args, Token: tok})
 	case devices.ArgsChecker:
-		if !d.journaled(cmd.ID) {
-			return c.CheckArgs(cmd.Op, cmd.Args)
-		}
+		err = c.CheckArgs(cmd.Op, cmd.Args)
 	}
-	return nil
+	if err != nil && d.journaled(cmd.ID) {
+		return nil
+	}
+	return err
 }
 
 // staleMessage is the message of a stale_token answer decided at the fence.

@@ -69,8 +69,7 @@ func (j journal) get(id string) (Record, bool, error) {
 // the pending index in step with its state.
 func (j journal) put(r Record) error {
 	if r.order == 0 {
-		last, _ := j.orderBounds()
-		r.order = last + 1
+		r.order = j.lastOrder() + 1
 		if err := j.order.Put(j.key(orderKey(r.order)), orderValue(r)); err != nil {
 			return fmt.Errorf("journal order: %w", err)
 		}
@@ -97,19 +96,28 @@ func (j journal) put(r Record) error {
 // orderBounds returns the device's last and first order numbers (0, 0 if
 // it has none).
 func (j journal) orderBounds() (last, first uint64) {
-	c := j.order.Cursor()
-	k, _ := c.Seek(j.prefix)
+	k, _ := j.order.Cursor().Seek(j.prefix)
 	if k == nil || !bytes.HasPrefix(k, j.prefix) {
 		return 0, 0
 	}
-	first = binary.BigEndian.Uint64(k[len(j.prefix):])
+	return j.lastOrder(), binary.BigEndian.Uint64(k[len(j.prefix):])
+}
+
+// lastOrder returns the device's last order number (0 if it has none):
+// the entry just before the first key past the device's prefix.
+func (j journal) lastOrder() uint64 {
+	c := j.order.Cursor()
 	end := append(append([]byte(nil), j.prefix[:len(j.prefix)-1]...), 1) // device "\x01": just past the prefix
-	if k, _ = c.Seek(end); k == nil {
+	k, _ := c.Seek(end)
+	if k == nil {
 		k, _ = c.Last()
 	} else {
 		k, _ = c.Prev()
 	}
-	return binary.BigEndian.Uint64(k[len(j.prefix):]), first
+	if k == nil || !bytes.HasPrefix(k, j.prefix) {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k[len(j.prefix):])
 }
 
 // forEach calls fn with each of the device's order entries, oldest first,
@@ -184,7 +192,7 @@ func putFence(tx *bolt.Tx, device string, f Fence) error {
 // lastStamp is the store-clock stamp of the device's newest order entry
 // (zero time if it has none).
 func (j journal) lastStamp() time.Time {
-	last, _ := j.orderBounds()
+	last := j.lastOrder()
 	if last == 0 {
 		return time.Time{}
 	}

@@ -3,6 +3,7 @@ package persist
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/fence"
@@ -107,7 +108,47 @@ func encodeFence(f Fence) ([]byte, error) {
 	return json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: f.RaisedAt.UnixMilli()})
 }
 
-func decodeFence(device string, b []byte) (Fence, error) {
+// fenceMemo remembers decoded fences by their stored bytes. A fence is
+// read several times per command — the device's and the domain's in
+// Accept, the domain's in every DomainFence — and its bytes change only
+// when it is raised, while decoding (JSON, then the token's wire form)
+// costs microseconds each time. A fence is a pure function of its bytes
+// (Fence holds values and strings only), so a hit returns exactly what
+// decoding would; errors are not remembered. The memo is bounded: when
+// full it starts over, so with more live fences than it holds it only
+// costs a map lookup per read.
+var fenceMemo = struct {
+	sync.Mutex
+	m map[string]Fence
+}{m: map[string]Fence{}}
+
+// fenceMemoMax bounds fenceMemo: about 2 MiB of stored bytes and fences at
+// the most.
+const fenceMemoMax = 4096
+
+// decodeFence decodes a stored fence of a device or domain (name, for the
+// error), from fenceMemo when these bytes were decoded before.
+func decodeFence(name string, b []byte) (Fence, error) {
+	fenceMemo.Lock()
+	f, ok := fenceMemo.m[string(b)]
+	fenceMemo.Unlock()
+	if ok {
+		return f, nil
+	}
+	f, err := parseFence(name, b)
+	if err != nil {
+		return Fence{}, err
+	}
+	fenceMemo.Lock()
+	if len(fenceMemo.m) >= fenceMemoMax {
+		clear(fenceMemo.m)
+	}
+	fenceMemo.m[string(b)] = f
+	fenceMemo.Unlock()
+	return f, nil
+}
+
+func parseFence(device string, b []byte) (Fence, error) {
 	var j fenceJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return Fence{}, fmt.Errorf("%w: fence of %q: %w", ErrCorrupt, device, err)
