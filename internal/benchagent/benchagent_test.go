@@ -2,9 +2,15 @@ package benchagent
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/fencegate/fencegate/internal/benchload"
+	"github.com/fencegate/fencegate/protocol"
 	"github.com/fencegate/fencegate/transport/mqtt"
 )
 
@@ -72,5 +78,66 @@ func TestRSSIsPositive(t *testing.T) {
 	}
 	if rss < 1<<20 {
 		t.Fatalf("RSS %d bytes, a Go test process holds more than 1 MiB", rss)
+	}
+}
+
+// A steady run first sends every device one command with its token,
+// untimed and uncounted, so that the timed commands use a token the agent
+// has verified and fenced at, even on devices the run sends one command.
+func TestSteadyRunWarmsEveryDeviceFirst(t *testing.T) {
+	b := startBroker(t)
+	tokens, err := benchload.NewTokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := StartAgent(t.TempDir(), b.URL(), 3, tokens.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := a.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	var mu sync.Mutex
+	perDevice := map[string]int{}
+	opts, err := mqtt.Config{Broker: b.URL(), ClientID: "count"}.ClientOptions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(opts)
+	if err := mqtt.Wait(c.Connect(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	count := func(_ paho.Client, m paho.Message) {
+		mu.Lock()
+		perDevice[m.Topic()]++
+		mu.Unlock()
+	}
+	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.AllDeviceCommands(), 1, count), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	load := Load{Broker: b.URL(), Tokens: tokens, InFlight: 2, Limit: benchload.Limit{Ops: 1}, Done: &done}
+	res, err := a.Commands(t.Context(), load)
+	if err != nil || res.Ops != 1 || len(res.Latencies) != 1 || done.Load() != 1 {
+		t.Fatalf("steady run: %d ops timed, %d counted done, err %v; want 1 and 1", res.Ops, done.Load(), err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n, total := len(perDevice), 0
+		for _, k := range perDevice {
+			total += k
+		}
+		mu.Unlock()
+		if n == 3 && total == 4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commands seen per device %v; want every device once (warm-up) and one more", perDevice)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

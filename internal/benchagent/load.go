@@ -13,19 +13,25 @@ import (
 
 // Load is one measurement of commands through the agent.
 type Load struct {
-	Broker    string            // broker URL
-	Tokens    *benchload.Tokens // signs the tokens; Commands grows it
-	InFlight  int               // concurrent senders, each waiting for its result
-	Advancing bool              // a new token (next seq) on every command; else one per device per run
-	Limit     benchload.Limit   // set Ops: advancing tokens are signed ahead for it
-	Done      *atomic.Int64     // if set, counts the commands answered applied as they are
+	Broker   string            // broker URL
+	Tokens   *benchload.Tokens // signs the tokens; Commands grows it
+	InFlight int               // concurrent senders, each waiting for its result
+	// Advancing: a new token (next seq) on every command. Otherwise each
+	// device has one token per run (steady), and every device is sent one
+	// command with it, untimed, before the run: the run measures a token
+	// the agent has verified and fenced at already, however few commands
+	// each device gets (at 10,000 devices a quick run sends one or two).
+	Advancing bool
+	Limit     benchload.Limit // set Ops: advancing tokens are signed ahead for it
+	Done      *atomic.Int64   // if set, counts the commands answered applied as they are
 }
 
 // Commands runs l against a: l.InFlight senders, sender s driving devices
 // s, s+InFlight, … in turn, each command a "set" that must be answered
 // applied/ok. With fewer devices than senders, senders are capped at the
-// device count. Tokens are signed before timing starts. Commands must not
-// run concurrently with itself on one Agent.
+// device count. Tokens are signed, and a steady run's tokens sent once per
+// device, before timing starts. Commands must not run concurrently with
+// itself on one Agent.
 func (a *Agent) Commands(ctx context.Context, l Load) (benchload.Result, error) {
 	senders := min(l.InFlight, a.devices)
 	if senders < 1 || l.Limit.Ops < 1 {
@@ -40,9 +46,23 @@ func (a *Agent) Commands(ctx context.Context, l Load) (benchload.Result, error) 
 		return benchload.Result{}, err
 	}
 	defer closeAll(cs)
+	if !l.Advancing {
+		warm := l
+		warm.Limit, warm.Done = benchload.Limit{Ops: a.devices}, nil
+		if _, err := benchload.Run(ctx, senders, warm.Limit, a.sender(warm, cs, base, senders)); err != nil {
+			return benchload.Result{}, fmt.Errorf("steady token warm-up: %w", err)
+		}
+	}
+	return benchload.Run(ctx, senders, l.Limit, a.sender(l, cs, base, senders))
+}
+
+// sender returns the op of one Commands run: sender s's k-th command, to
+// device s + (k mod its device count)·senders, with the device's token of
+// base (steady) or its next one (advancing).
+func (a *Agent) sender(l Load, cs []*rpcClient, base []int, senders int) benchload.Op {
 	a.runs++
 	run := a.runs
-	op := func(ctx context.Context, s, k int) error {
+	return func(ctx context.Context, s, k int) error {
 		dev := s + (k%owned(a.devices, senders, s))*senders
 		idx := base[dev]
 		if l.Advancing {
@@ -63,7 +83,6 @@ func (a *Agent) Commands(ctx context.Context, l Load) (benchload.Result, error) 
 		}
 		return nil
 	}
-	return benchload.Run(ctx, senders, l.Limit, op)
 }
 
 // owned is the number of the devices sender s of senders drives.
