@@ -17,7 +17,7 @@ func TestDriversCheckedBeforeStore(t *testing.T) {
 		want   string
 	}{
 		{"unknown driver", "simm", "latency: 1ms",
-			`devices[0].driver: "simm" is not one of [mqttrelay sim test-argscheck test-losing]`}, // the drivers this package's tests register
+			`devices[0].driver: "simm" is not one of [mqttrelay sim test-argscheck test-argscheck-flip test-attack15 test-losing]`}, // the drivers this package's tests register
 		{"unknown setting", "sim", "latncy: 1ms",
 			"devices[0].settings.latncy: unknown key (known keys: fail_every, fence_file, latency, log, no_fence, ops, timeout_every, unavailable)"},
 		{"bad setting value", "sim", "latency: soon",
