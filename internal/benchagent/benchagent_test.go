@@ -24,13 +24,15 @@ func startBroker(t *testing.T) *mqtt.Embedded {
 	return b
 }
 
-func TestCommandsAreAppliedAndStaleOnesFail(t *testing.T) {
-	b := startBroker(t)
+// startAgent starts a bench agent with devices devices on b, stopped at
+// the end of the test.
+func startAgent(t *testing.T, b *mqtt.Embedded, devices int) (*Agent, *benchload.Tokens) {
+	t.Helper()
 	tokens, err := benchload.NewTokens()
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := StartAgent(t.TempDir(), b.URL(), 3, tokens.PublicKey())
+	a, err := StartAgent(t.TempDir(), b.URL(), devices, tokens.PublicKey())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +41,12 @@ func TestCommandsAreAppliedAndStaleOnesFail(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	return a, tokens
+}
+
+func TestCommandsAreAppliedAndStaleOnesFail(t *testing.T) {
+	b := startBroker(t)
+	a, tokens := startAgent(t, b, 3)
 	load := Load{Broker: b.URL(), Tokens: tokens, InFlight: 2}
 	for _, adv := range []bool{false, true, false} {
 		load.Advancing, load.Limit = adv, benchload.Limit{Ops: 7}
@@ -86,38 +94,20 @@ func TestRSSIsPositive(t *testing.T) {
 // has verified and fenced at, even on devices the run sends one command.
 func TestSteadyRunWarmsEveryDeviceFirst(t *testing.T) {
 	b := startBroker(t)
-	tokens, err := benchload.NewTokens()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := StartAgent(t.TempDir(), b.URL(), 3, tokens.PublicKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	a, tokens := startAgent(t, b, 3)
 	var mu sync.Mutex
 	perDevice := map[string]int{}
-	opts, err := mqtt.Config{Broker: b.URL(), ClientID: "count"}.ClientOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := paho.NewClient(opts)
-	if err := mqtt.Wait(c.Connect(), 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Disconnect(100) })
 	count := func(_ paho.Client, m paho.Message) {
 		mu.Lock()
 		perDevice[m.Topic()]++
 		mu.Unlock()
 	}
-	if err := mqtt.Wait(c.Subscribe(protocol.Topics{}.AllDeviceCommands(), 1, count), 10*time.Second); err != nil {
+	c, err := mqtt.Dial(t.Context(), mqtt.Config{Broker: b.URL(), ClientID: "count"},
+		map[string]paho.MessageHandler{protocol.Topics{}.AllDeviceCommands(): count})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Disconnect(100) })
 	var done atomic.Int64
 	load := Load{Broker: b.URL(), Tokens: tokens, InFlight: 2, Limit: benchload.Limit{Ops: 1}, Done: &done}
 	res, err := a.Commands(t.Context(), load)
