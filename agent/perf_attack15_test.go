@@ -116,7 +116,9 @@ func TestAttack15RetryInFlightWhileCheckRefuses(t *testing.T) {
 	h.sup.Publish(t, "v15", c1) // retry while f1 is in the driver
 	fresh := set("f2", h.token(3, "A"), 2)
 	h.sup.Publish(t, "v15", fresh)
-	time.Sleep(200 * time.Millisecond)
+	// The decide stage takes a device's commands in order: f2's refusal
+	// means the retry of f1 was decided while f1 was still in the driver.
+	wantResult(t, h.sup.Wait(t, "f2"), protocol.StatusRejected, protocol.CodeBadRequest)
 	close(gate)
 	r1 := h.sup.Wait(t, "f1")
 	r1b := h.sup.Wait(t, "f1")
@@ -126,7 +128,6 @@ func TestAttack15RetryInFlightWhileCheckRefuses(t *testing.T) {
 	if r1.Duplicate == r1b.Duplicate {
 		t.Fatalf("want one fresh and one duplicate answer: %+v / %+v", r1, r1b)
 	}
-	wantResult(t, h.sup.Wait(t, "f2"), protocol.StatusRejected, protocol.CodeBadRequest)
 	if n := atk15Applies("f1"); n != 1 {
 		t.Fatalf("f1 applied %d times, want 1 (I4)", n)
 	}

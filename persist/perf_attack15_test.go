@@ -255,18 +255,9 @@ func TestAttack15MemoCorruptAfterWarm(t *testing.T) {
 	trunc = append(trunc[:len(trunc)-1-len(`","raised_at":`)-14], []byte(`","raised_at":1}`)...) // shortened token
 	bad[2] = trunc
 	for i, b := range bad {
-		if err := s.db.Update(func(tx *bolt.Tx) error {
-			if err := tx.Bucket(bucketDomains).Put([]byte("plant"), b); err != nil {
-				return err
-			}
-			return tx.Bucket(bucketFences).Put([]byte("d1"), b)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		_, perr := parseFence("x", b)
-		if perr == nil {
-			t.Logf("bad[%d] parses; skipped", i)
-			continue
+		putBothFences(t, s, b)
+		if _, perr := parseFence("x", b); perr == nil {
+			t.Fatalf("bad[%d] parses: the test's corruption is not one", i)
 		}
 		if _, err := s.DomainFence("plant"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("bad[%d]: DomainFence err %v, want ErrCorrupt", i, err)
@@ -280,14 +271,7 @@ func TestAttack15MemoCorruptAfterWarm(t *testing.T) {
 	}
 	_ = s.Close() // a store that met a corrupt fence in a write has failed; repair the file and reopen
 	s = mustOpenPath(t, path, Options{})
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketDomains).Put([]byte("plant"), good); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketFences).Put([]byte("d1"), good)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putBothFences(t, s, good)
 	if got, err := s.DomainFence("plant"); err != nil || got.Seq != 5 {
 		t.Fatalf("after repair: %v %v", got, err)
 	}
@@ -493,5 +477,19 @@ func TestAttack15ConcurrentNeighboursOrderIndexConsistent(t *testing.T) {
 				t.Fatalf("%s#%03d retry: %v, want Duplicate (I4)", d, i, dec.Outcome)
 			}
 		}
+	}
+}
+
+// putBothFences writes v, as is, as the stored fence of domain "plant" and
+// of device "d1", behind the store's back.
+func putBothFences(t *testing.T, s *Store, v []byte) {
+	t.Helper()
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketDomains).Put([]byte("plant"), v); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketFences).Put([]byte("d1"), v)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
