@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/protocol"
@@ -113,7 +113,7 @@ func (s *Store) Accept(ctx context.Context, cmd Command) (Decision, error) {
 		return Decision{}, err
 	}
 	var d Decision
-	err := s.w.Submit(ctx, cmd.Device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, cmd.Device, func(tx *groupcommit.Tx) (bool, error) {
 		var err error
 		d, err = s.accept(tx, cmd)
 		return d.Outcome == Accepted, err
@@ -124,7 +124,7 @@ func (s *Store) Accept(ctx context.Context, cmd Command) (Decision, error) {
 	return d, nil
 }
 
-func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
+func (s *Store) accept(tx *groupcommit.Tx, cmd Command) (Decision, error) {
 	j := journalFor(tx, cmd.Device)
 	old, known, err := j.get(cmd.ID)
 	if err != nil {
@@ -162,7 +162,7 @@ func (s *Store) accept(tx *bolt.Tx, cmd Command) (Decision, error) {
 // another command, Duplicate for the same one — unless the journaled command
 // is in doubt and was declared idempotent, in which case done is false and
 // Accept goes on to the fence check.
-func (s *Store) journaled(tx *bolt.Tx, old Record, digest string, tok fence.Token) (d Decision, done bool, err error) {
+func (s *Store) journaled(tx *groupcommit.Tx, old Record, digest string, tok fence.Token) (d Decision, done bool, err error) {
 	f, _, err := getDomainFence(tx, tok.Domain)
 	if err != nil {
 		return Decision{}, true, err
@@ -184,7 +184,7 @@ func sameLeaseFence(f fence.Fence, tok fence.Token) bool {
 // raiseForDevice checks tok against the device's own record (a token of
 // another domain is WrongDomain) and then against its domain's fence,
 // raising both if tok is newer.
-func (s *Store) raiseForDevice(tx *bolt.Tx, device string, tok fence.Token) (Decision, error) {
+func (s *Store) raiseForDevice(tx *groupcommit.Tx, device string, tok fence.Token) (Decision, error) {
 	df, _, err := getFence(tx, device)
 	if err != nil {
 		return Decision{}, err
@@ -207,7 +207,7 @@ func (s *Store) raiseForDevice(tx *bolt.Tx, device string, tok fence.Token) (Dec
 // raiseDomain compares tok with the fence of its domain and raises the
 // fence if tok is newer. Outcome is Accepted (raised or equal lease), Stale
 // or Conflict. Its error is a storage error only.
-func (s *Store) raiseDomain(tx *bolt.Tx, tok fence.Token) (Decision, error) {
+func (s *Store) raiseDomain(tx *groupcommit.Tx, tok fence.Token) (Decision, error) {
 	f, _, err := getDomainFence(tx, tok.Domain)
 	if err != nil {
 		return Decision{}, err
@@ -232,7 +232,7 @@ func (s *Store) raiseDomain(tx *bolt.Tx, tok fence.Token) (Decision, error) {
 	return s.putRaised(tx, tok)
 }
 
-func (s *Store) putRaised(tx *bolt.Tx, tok fence.Token) (Decision, error) {
+func (s *Store) putRaised(tx *groupcommit.Tx, tok fence.Token) (Decision, error) {
 	if err := putDomainFence(tx, tok.Domain, Fence{Token: tok, RaisedAt: s.opts.Now()}); err != nil {
 		return Decision{}, err
 	}
@@ -277,7 +277,7 @@ func (s *Store) Raise(ctx context.Context, tok fence.Token) (Decision, error) {
 		return Decision{}, err
 	}
 	var d Decision
-	err := s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, "", func(tx *groupcommit.Tx) (bool, error) {
 		var err error
 		d, err = s.raiseDomain(tx, tok)
 		return d.Raised, err
@@ -298,7 +298,7 @@ func (s *Store) Rehome(ctx context.Context, device, domain string) (bool, error)
 		return false, err
 	}
 	var moved bool
-	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, device, func(tx *groupcommit.Tx) (bool, error) {
 		f, ok, err := getFence(tx, device)
 		if err != nil || !ok || f.Token.Domain == domain {
 			return false, err
@@ -327,7 +327,7 @@ func (s *Store) Complete(ctx context.Context, device, id string, result []byte) 
 // also lists it among the open in-doubt commands (CompleteInDoubt).
 func (s *Store) complete(ctx context.Context, device, id string, result []byte, inDoubt bool) error {
 	var logical error
-	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, device, func(tx *groupcommit.Tx) (bool, error) {
 		j := journalFor(tx, device)
 		r, ok, err := j.get(id)
 		if err != nil {

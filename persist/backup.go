@@ -16,7 +16,7 @@ import (
 // (an HTTP handler sets Content-Length with it).
 func (s *Store) Backup(w io.Writer, onSize func(int64)) (int64, error) {
 	var n int64
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.w.Snapshot(func(tx *bolt.Tx) error {
 		if onSize != nil {
 			onSize(tx.Size())
 		}

@@ -3,7 +3,7 @@ package persist
 import (
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // storeClock is the clock journal retention runs on. It starts, at Open,
@@ -17,7 +17,7 @@ type storeClock struct {
 }
 
 // newStoreClock reads the newest stamp of every journal in tx.
-func newStoreClock(tx *bolt.Tx, uptime func() time.Duration) storeClock {
+func newStoreClock(tx *groupcommit.Tx, uptime func() time.Duration) storeClock {
 	var base time.Time
 	for _, d := range fencedDevices(tx) {
 		if at := journalFor(tx, d).lastStamp(); at.After(base) {

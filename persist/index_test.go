@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // TestIndexPresence: an index entry is seen in the transaction that writes
@@ -28,10 +30,10 @@ func TestIndexPresence(t *testing.T) {
 		if err := b.Put(key, indexMark); err != nil {
 			return err
 		}
-		if !has(b, key) {
+		if !has(groupcommit.Wrap(tx).Bucket(bucketPending), key) {
 			t.Error("an entry is not seen in the transaction that wrote it")
 		}
-		if has(b, []byte("p\x00nope")) {
+		if has(groupcommit.Wrap(tx).Bucket(bucketPending), []byte("p\x00nope")) {
 			t.Error("a missing entry is seen")
 		}
 		return nil
@@ -40,7 +42,7 @@ func TestIndexPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketPending); !has(b, old) || !has(b, key) {
+		if b := groupcommit.Wrap(tx).Bucket(bucketPending); !has(b, old) || !has(b, key) {
 			t.Errorf("committed entries: old empty-valued seen %v, new seen %v", has(b, old), has(b, key))
 		}
 		return nil

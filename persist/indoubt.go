@@ -9,7 +9,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // ErrNotInDoubt: Resolve named a command that is not an open in-doubt
@@ -46,11 +46,11 @@ type InDoubtCommand struct {
 
 // initInDoubtIndex creates the index on first use, filling it from the
 // journal's in_doubt records (a file from before the index).
-func initInDoubtIndex(tx *bolt.Tx) error {
+func initInDoubtIndex(tx *groupcommit.Tx) error {
 	if tx.Bucket(bucketInDoubt) != nil {
 		return nil
 	}
-	idx, err := tx.CreateBucket(bucketInDoubt)
+	idx, err := tx.CreateBucketIfNotExists(bucketInDoubt)
 	if err != nil {
 		return fmt.Errorf("init in-doubt index: %w", err)
 	}
@@ -68,7 +68,7 @@ func initInDoubtIndex(tx *bolt.Tx) error {
 }
 
 // putInDoubt stores r and lists it as open in doubt.
-func putInDoubt(tx *bolt.Tx, j journal, r Record) error {
+func putInDoubt(tx *groupcommit.Tx, j journal, r Record) error {
 	if err := j.put(r); err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func putInDoubt(tx *bolt.Tx, j journal, r Record) error {
 	return nil
 }
 
-func unindexInDoubt(tx *bolt.Tx, j journal, id string) error {
+func unindexInDoubt(tx *groupcommit.Tx, j journal, id string) error {
 	if err := tx.Bucket(bucketInDoubt).Delete(j.key([]byte(id))); err != nil {
 		return fmt.Errorf("in-doubt index %q: %w", id, err)
 	}
@@ -103,7 +103,7 @@ func (s *Store) CompleteInDoubt(ctx context.Context, device, id string, result [
 // order. It reads committed state only.
 func (s *Store) InDoubt() ([]InDoubtCommand, error) {
 	var out []InDoubtCommand
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		return tx.Bucket(bucketInDoubt).ForEach(func(k, _ []byte) error {
 			device, id, ok := splitDeviceKey(k)
 			if !ok {
@@ -124,7 +124,7 @@ func (s *Store) InDoubt() ([]InDoubtCommand, error) {
 // (devices with none are absent).
 func (s *Store) InDoubtCounts() (map[string]int, error) {
 	out := map[string]int{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		return tx.Bucket(bucketInDoubt).ForEach(func(k, _ []byte) error {
 			if device, _, ok := splitDeviceKey(k); ok {
 				out[device]++
@@ -150,7 +150,7 @@ func (s *Store) Resolve(ctx context.Context, device, id string, res Resolution, 
 		out     Record
 		logical error
 	)
-	err := s.w.Submit(ctx, device, func(tx *bolt.Tx) (bool, error) {
+	err := s.w.Submit(ctx, device, func(tx *groupcommit.Tx) (bool, error) {
 		j := journalFor(tx, device)
 		r, ok, err := j.get(id)
 		if err != nil {

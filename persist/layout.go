@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // File layout: a few flat buckets shared by all devices, keyed by
@@ -43,11 +43,11 @@ var (
 // transaction.
 type journal struct {
 	prefix              []byte // device NUL
-	ids, order, pending *bolt.Bucket
+	ids, order, pending *groupcommit.Bucket
 	device              string
 }
 
-func journalFor(tx *bolt.Tx, device string) journal {
+func journalFor(tx *groupcommit.Tx, device string) journal {
 	return journal{prefix: append([]byte(device), 0), device: device,
 		ids: tx.Bucket(bucketJournal), order: tx.Bucket(bucketOrder), pending: tx.Bucket(bucketPending)}
 }
@@ -144,7 +144,7 @@ func (j journal) isPending(id string) bool { return has(j.pending, j.key([]byte(
 var indexMark = []byte{1}
 
 // has reports whether the index bucket b holds key.
-func has(b *bolt.Bucket, key []byte) bool { return b.Get(key) != nil }
+func has(b *groupcommit.Bucket, key []byte) bool { return b.Get(key) != nil }
 
 func orderKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 
@@ -169,7 +169,7 @@ func splitDeviceKey(k []byte) (device, rest string, ok bool) {
 	return string(k[:i]), string(k[i+1:]), true
 }
 
-func getFence(tx *bolt.Tx, device string) (Fence, bool, error) {
+func getFence(tx *groupcommit.Tx, device string) (Fence, bool, error) {
 	v := tx.Bucket(bucketFences).Get([]byte(device))
 	if v == nil {
 		return Fence{}, false, nil
@@ -178,7 +178,7 @@ func getFence(tx *bolt.Tx, device string) (Fence, bool, error) {
 	return f, err == nil, err
 }
 
-func putFence(tx *bolt.Tx, device string, f Fence) error {
+func putFence(tx *groupcommit.Tx, device string, f Fence) error {
 	v, err := encodeFence(f)
 	if err != nil {
 		return fmt.Errorf("fence %q: %w", device, err)
@@ -200,7 +200,7 @@ func (j journal) lastStamp() time.Time {
 	return at
 }
 
-func getDomainFence(tx *bolt.Tx, domain string) (Fence, bool, error) {
+func getDomainFence(tx *groupcommit.Tx, domain string) (Fence, bool, error) {
 	v := tx.Bucket(bucketDomains).Get([]byte(domain))
 	if v == nil {
 		return Fence{}, false, nil
@@ -209,7 +209,7 @@ func getDomainFence(tx *bolt.Tx, domain string) (Fence, bool, error) {
 	return f, err == nil, err
 }
 
-func putDomainFence(tx *bolt.Tx, domain string, f Fence) error {
+func putDomainFence(tx *groupcommit.Tx, domain string, f Fence) error {
 	v, err := encodeFence(f)
 	if err != nil {
 		return fmt.Errorf("domain fence %q: %w", domain, err)
@@ -223,7 +223,7 @@ func putDomainFence(tx *bolt.Tx, domain string, f Fence) error {
 // migrateDomainFences raises each domain's fence to the highest device
 // fence of the domain: files written before fences were per domain had
 // only device fences.
-func migrateDomainFences(tx *bolt.Tx) error {
+func migrateDomainFences(tx *groupcommit.Tx) error {
 	return tx.Bucket(bucketFences).ForEach(func(k, v []byte) error {
 		f, err := decodeFence(string(k), v)
 		if err != nil {
@@ -243,7 +243,7 @@ func migrateDomainFences(tx *bolt.Tx) error {
 // initLayout creates the buckets of a new file, checks the schema of an
 // existing one and migrates a schema-1 file (see migrateV1); migrated
 // reports that it did.
-func initLayout(tx *bolt.Tx) (migrated bool, err error) {
+func initLayout(tx *groupcommit.Tx) (migrated bool, err error) {
 	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
 		return false, fmt.Errorf("init: %w", err)
@@ -276,7 +276,7 @@ func initLayout(tx *bolt.Tx) (migrated bool, err error) {
 // one common stamp, zero, so that no record looks older than another and
 // the new store clock starts from there: retention restarts for the old
 // records, the dedupe window can only grow.
-func migrateV1(tx *bolt.Tx) error {
+func migrateV1(tx *groupcommit.Tx) error {
 	if err := migrateDomainFences(tx); err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func migrateV1(tx *bolt.Tx) error {
 
 // fencedDevices lists every device with a fence; every device with a
 // journal has one (Accept raises or keeps the fence before journaling).
-func fencedDevices(tx *bolt.Tx) []string {
+func fencedDevices(tx *groupcommit.Tx) []string {
 	var devices []string
 	_ = tx.Bucket(bucketFences).ForEach(func(k, _ []byte) error {
 		devices = append(devices, string(k))

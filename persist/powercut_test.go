@@ -123,6 +123,9 @@ func powerCutCheck(m *lossyfs.Mount, model *crashModel, acks []string, copyPath 
 	if err := m.CopyOut(powerCutFile, copyPath); err != nil {
 		return err
 	}
+	if err := m.CopyOut(filepath.Base(LogPath(powerCutFile)), LogPath(copyPath)); err != nil {
+		return err
+	}
 	return model.check(copyPath)
 }
 

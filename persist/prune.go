@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
 // Prune applies the journal retention to every device (at most a bounded
@@ -13,14 +13,14 @@ import (
 // The writer also prunes each device its batches touch, so calling Prune
 // matters only for devices that receive no commands for a long time.
 func (s *Store) Prune(ctx context.Context) error {
-	return s.w.Submit(ctx, "", func(tx *bolt.Tx) (bool, error) {
+	return s.w.Submit(ctx, "", func(tx *groupcommit.Tx) (bool, error) {
 		return s.pruneDevices(tx, fencedDevices(tx))
 	})
 }
 
 // pruneDevices prunes each device's journal; it is the Committer's
 // AfterBatch, run for the devices a batch touched.
-func (s *Store) pruneDevices(tx *bolt.Tx, devices []string) (bool, error) {
+func (s *Store) pruneDevices(tx *groupcommit.Tx, devices []string) (bool, error) {
 	var pruned bool
 	for _, d := range devices {
 		n, err := s.pruneDevice(tx, d)
@@ -44,7 +44,7 @@ var errStopPrune = errors.New("stop")
 // only MaxRecords newer commands, or a resolution, move it out. It reads
 // only the order index (which carries acceptance times) and the in-doubt
 // index, never record bodies.
-func (s *Store) pruneDevice(tx *bolt.Tx, device string) (int, error) {
+func (s *Store) pruneDevice(tx *groupcommit.Tx, device string) (int, error) {
 	j := journalFor(tx, device)
 	last, first := j.orderBounds()
 	if last == 0 {

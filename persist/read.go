@@ -4,10 +4,10 @@ import (
 	"github.com/fencegate/fencegate/fence"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
-func (s *Store) view(fn func(tx *bolt.Tx) error) error { return s.w.View(fn) }
+func (s *Store) view(fn func(tx *groupcommit.Tx) error) error { return s.w.View(fn) }
 
 // Lookup returns the journal record of a command, and whether there is one.
 func (s *Store) Lookup(device, id string) (Record, bool, error) {
@@ -15,7 +15,7 @@ func (s *Store) Lookup(device, id string) (Record, bool, error) {
 		r  Record
 		ok bool
 	)
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		var err error
 		r, ok, err = journalFor(tx, device).get(id)
 		return err
@@ -30,7 +30,7 @@ func (s *Store) Fences() (map[string]Fence, error) { return s.readFences(bucketF
 // readFences returns every fence stored in bucket, by key.
 func (s *Store) readFences(bucket []byte) (map[string]Fence, error) {
 	out := make(map[string]Fence)
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
 			f, err := decodeFence(string(k), v)
 			if err != nil {
@@ -46,7 +46,7 @@ func (s *Store) readFences(bucket []byte) (map[string]Fence, error) {
 // Journal returns a device's journal records, oldest first.
 func (s *Store) Journal(device string) ([]Record, error) {
 	var out []Record
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		j := journalFor(tx, device)
 		return j.forEach(func(_ time.Time, id string) error {
 			r, ok, err := j.get(id)
@@ -68,7 +68,7 @@ func (s *Store) DomainFences() (map[string]Fence, error) { return s.readFences(b
 // seen, one still queued is not.
 func (s *Store) DomainFence(domain string) (fence.Token, error) {
 	var f Fence
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *groupcommit.Tx) error {
 		var err error
 		f, _, err = getDomainFence(tx, domain)
 		return err

@@ -49,16 +49,40 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	db.NoSync = MutantNoSync // false but in the power-loss harness's mutation build (fencegate_mutant_nosync)
 	s := &Store{db: db, path: path, opts: opts}
-	if err := db.Update(s.recover); err != nil {
+	if err := s.open(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	s.w = groupcommit.NewCommitter(db, groupcommit.CommitterOptions{MaxBatch: opts.MaxBatch, BeforeCommit: opts.beforeCommit, OnCommit: opts.OnCommit, AfterBatch: s.pruneDevices})
 	return s, nil
 }
 
+// LogPath is the write-ahead log kept beside the store file at path: Open
+// replays it before anything reads the store. A copy made by Backup is
+// whole without it; a copy of a stopped agent's fence.db is not (copy both,
+// or open the store once and Close it: Close leaves the log empty).
+func LogPath(path string) string { return path + ".wal" }
+
+// open replays the log, recovers (layout, in-doubt marking, pruning) in
+// one bbolt commit, and starts the writer.
+func (s *Store) open() error {
+	log, err := groupcommit.OpenLog(s.db, LogPath(s.path), 0)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return s.recover(groupcommit.Wrap(tx)) }); err != nil {
+		log.Close()
+		return err
+	}
+	s.w, err = groupcommit.NewCommitter(s.db, groupcommit.CommitterOptions{MaxBatch: s.opts.MaxBatch, BeforeCommit: s.opts.beforeCommit, OnCommit: s.opts.OnCommit, AfterBatch: s.pruneDevices, Log: log})
+	if err != nil {
+		log.Close()
+		return err
+	}
+	return nil
+}
+
 // recover prepares the file for use: layout, in-doubt marking, pruning.
-func (s *Store) recover(tx *bolt.Tx) error {
+func (s *Store) recover(tx *groupcommit.Tx) error {
 	if _, err := initLayout(tx); err != nil {
 		return err
 	}
@@ -75,7 +99,7 @@ func (s *Store) recover(tx *bolt.Tx) error {
 
 // markInDoubt turns every pending (accepted, no result) command into
 // in_doubt: the agent stopped while it was in flight.
-func (s *Store) markInDoubt(tx *bolt.Tx) error {
+func (s *Store) markInDoubt(tx *groupcommit.Tx) error {
 	var pending []DeviceCommand
 	err := tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
 		device, id, ok := splitDeviceKey(k)

@@ -1,8 +1,14 @@
 // Package groupcommit is the single-writer group-commit engine over bbolt:
-// one goroutine drains every queued write into one transaction and commits
-// as soon as it is idle (no timer); a failed commit stops it for good.
-// persist (the agent's fence store) and lease/boltstore (the controller's)
-// write through it.
+// one goroutine drains every queued write into one transaction and makes it
+// durable as soon as it is idle (no timer); a failed commit stops it for
+// good. persist (the agent's fence store) and lease/boltstore (the
+// controller's) write through it.
+//
+// Unlogged, each batch is one bbolt commit. Logged (CommitterOptions.Log),
+// a batch is durable once its writes are appended to a write-ahead log and
+// fdatasynced; the batches accumulate in one open bbolt transaction, which
+// every read sees, and a checkpoint commits it when the log is full, at
+// Snapshot and at Close (see Log).
 package groupcommit
 
 import (
@@ -34,7 +40,7 @@ var (
 // storage failure: it aborts the whole batch and fails the Committer.
 // Logical outcomes (stale, duplicate, …) are results the closure captures,
 // never errors.
-type WriteFunc func(tx *bolt.Tx) (wrote bool, err error)
+type WriteFunc func(tx *Tx) (wrote bool, err error)
 
 // CommitterOptions tune a Committer. The zero value means defaults.
 type CommitterOptions struct {
@@ -54,7 +60,10 @@ type CommitterOptions struct {
 	// operations, with the keys they were submitted under (duplicates
 	// removed, empty keys left out): housekeeping such as pruning. It reports
 	// whether it wrote; an error fails the Committer like a WriteFunc's.
-	AfterBatch func(tx *bolt.Tx, keys []string) (wrote bool, err error)
+	AfterBatch func(tx *Tx, keys []string) (wrote bool, err error)
+	// Log, if set, makes the Committer logged: see the package doc. The
+	// Committer owns it from then on and closes it in Close.
+	Log *Log
 }
 
 // Committer is a group-commit writer for one bbolt file: one goroutine takes
@@ -75,6 +84,14 @@ type Committer struct {
 
 	failMu  sync.Mutex // guards failErr
 	failErr error      // first storage error, wrapping ErrFailed
+
+	// Logged mode only: the open transaction holding every durable batch
+	// not yet checkpointed. curMu is held while a batch is applied and
+	// until its record is synced, so a read never sees a write that is
+	// not durable.
+	curMu sync.Mutex
+	cur   *bolt.Tx
+	rec   recorder
 }
 
 type request struct {
@@ -85,13 +102,20 @@ type request struct {
 
 // NewCommitter starts the writer goroutine for db. Close stops it; the
 // caller closes db after that.
-func NewCommitter(db *bolt.DB, opts CommitterOptions) *Committer {
+func NewCommitter(db *bolt.DB, opts CommitterOptions) (*Committer, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
 	c := &Committer{db: db, opts: opts, queue: make(chan *request, opts.MaxBatch), writerDone: make(chan struct{})}
+	if opts.Log != nil {
+		tx, err := db.Begin(true)
+		if err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		c.cur = tx
+	}
 	go c.run()
-	return c
+	return c, nil
 }
 
 // Submit queues fn under key (handed to AfterBatch; may be empty) and waits
@@ -124,9 +148,10 @@ func (c *Committer) enqueue(ctx context.Context, req *request) error {
 	}
 }
 
-// View runs fn in a read-only transaction, which sees committed state only,
-// unless the Committer is closed or failed.
-func (c *Committer) View(fn func(tx *bolt.Tx) error) error {
+// View runs fn in a read-only view that sees every durable batch and
+// nothing else, unless the Committer is closed or failed. Logged, views run
+// one at a time, between batches.
+func (c *Committer) View(fn func(tx *Tx) error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
@@ -135,7 +160,54 @@ func (c *Committer) View(fn func(tx *bolt.Tx) error) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	return c.db.View(fn)
+	if c.opts.Log == nil {
+		return c.db.View(func(tx *bolt.Tx) error { return fn(Wrap(tx)) })
+	}
+	c.curMu.Lock()
+	defer c.curMu.Unlock()
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return fn(&Tx{tx: c.cur, readOnly: true})
+}
+
+// Snapshot runs fn in a bbolt read-only transaction that holds every batch
+// durable when Snapshot was called (for a backup: the bbolt file alone, no
+// log). Logged, it checkpoints first; the batches that follow are not in
+// fn's transaction but still go on while fn runs.
+func (c *Committer) Snapshot(fn func(tx *bolt.Tx) error) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if c.opts.Log == nil {
+		return c.db.View(fn)
+	}
+	tx, err := c.checkpointAndRead()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// checkpointAndRead checkpoints and begins a read transaction before any
+// later batch is logged: the copy it reads carries the generation of the
+// records that follow it and is the state they apply to.
+func (c *Committer) checkpointAndRead() (*bolt.Tx, error) {
+	c.curMu.Lock()
+	defer c.curMu.Unlock()
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	if err := c.checkpoint(); err != nil {
+		return nil, c.fail(err)
+	}
+	return c.db.Begin(false)
 }
 
 // Close stops taking operations, waits until every queued one has committed
@@ -151,7 +223,26 @@ func (c *Committer) Close() error {
 	close(c.queue) // no sender is inside enqueue: they hold mu for reading
 	c.mu.Unlock()
 	<-c.writerDone
-	return nil
+	if c.opts.Log == nil {
+		return nil
+	}
+	return c.closeLogged()
+}
+
+// closeLogged checkpoints the open transaction (unless the Committer has
+// failed: then the log keeps what the file lacks) and closes the log.
+func (c *Committer) closeLogged() error {
+	c.curMu.Lock()
+	defer c.curMu.Unlock()
+	var err error
+	if c.Err() == nil {
+		err = c.checkpoint()
+	}
+	if c.cur != nil {
+		err = errors.Join(err, rollback(c.cur))
+		c.cur = nil
+	}
+	return errors.Join(err, c.opts.Log.Close())
 }
 
 // Err returns nil, or the error wrapping ErrFailed if a commit has failed.
@@ -206,7 +297,11 @@ func (c *Committer) commit(batch []*request) error {
 		return err
 	}
 	start := time.Now()
-	wrote, err := c.applyBatch(batch)
+	apply := c.applyBatch
+	if c.opts.Log != nil {
+		apply = c.applyLogged
+	}
+	wrote, err := apply(batch)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -226,6 +321,20 @@ func (c *Committer) applyBatch(batch []*request) (wrote bool, err error) {
 			err = errors.Join(err, rollback(tx))
 		}
 	}()
+	if wrote, err = c.runBatch(&Tx{tx: tx}, batch); !wrote || err != nil {
+		return false, err
+	}
+	if err := c.beforeCommit(); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return true, nil
+}
+
+// runBatch applies the batch's operations and AfterBatch to tx.
+func (c *Committer) runBatch(tx *Tx, batch []*request) (wrote bool, err error) {
 	for _, r := range batch {
 		w, err := r.apply(tx)
 		if err != nil {
@@ -240,18 +349,56 @@ func (c *Committer) applyBatch(batch []*request) (wrote bool, err error) {
 		}
 		wrote = wrote || w
 	}
-	if !wrote {
-		return false, nil
+	return wrote, nil
+}
+
+func (c *Committer) beforeCommit() error {
+	if c.opts.BeforeCommit == nil {
+		return nil
 	}
-	if c.opts.BeforeCommit != nil {
-		if err := c.opts.BeforeCommit(); err != nil {
-			return false, err
-		}
+	return c.opts.BeforeCommit()
+}
+
+// applyLogged applies the batch to the open transaction and logs its
+// writes; when the log is full it checkpoints instead, which makes the
+// batch durable in the bbolt file. Any error leaves the open transaction
+// holding writes that are not durable, so the caller fails the Committer
+// for good: the next open replays the log, which has every batch
+// acknowledged.
+func (c *Committer) applyLogged(batch []*request) (wrote bool, err error) {
+	c.curMu.Lock()
+	defer c.curMu.Unlock()
+	c.rec.reset()
+	if _, err := c.runBatch(&Tx{tx: c.cur, rec: &c.rec}, batch); err != nil || c.rec.writes == 0 {
+		return false, err
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("commit: %w", err)
+	if err := c.beforeCommit(); err != nil {
+		return false, err
 	}
-	return true, nil
+	err = c.opts.Log.append(c.rec.buf, !c.db.NoSync)
+	if errors.Is(err, errLogFull) {
+		err = c.checkpoint()
+	}
+	return err == nil, err
+}
+
+// checkpoint commits the open transaction with the log's next generation
+// and opens a new one; curMu is held. After a failure the Committer must be
+// failed (the open transaction is gone).
+func (c *Committer) checkpoint() error {
+	if err := c.opts.Log.putNextGeneration(c.cur); err != nil {
+		return err
+	}
+	err := c.cur.Commit()
+	c.cur = nil
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	c.opts.Log.checkpointed()
+	if c.cur, err = c.db.Begin(true); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	return nil
 }
 
 func rollback(tx *bolt.Tx) error {

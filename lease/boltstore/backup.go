@@ -35,7 +35,7 @@ func (s *Store) Backup(w io.Writer, onSize func(int64)) (int64, error) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if err := s.w.View(func(tx *bolt.Tx) error {
+	if err := s.w.Snapshot(func(tx *bolt.Tx) error {
 		_, err := tx.WriteTo(f)
 		return err
 	}); err != nil {

@@ -101,7 +101,7 @@ func powerCutLoop(t *testing.T, m *lossyfs.Mount, cuts int, noSync bool) (*grant
 		if err := g.round(acks); err != nil {
 			return g, fmt.Errorf("cut %d: %w", i, err)
 		}
-		if err := m.CopyOut(powerCutFile, copyPath); err != nil {
+		if err := copyStoreOut(m, copyPath); err != nil {
 			t.Fatalf("cut %d: %v", i, err)
 		}
 		if err := g.checkStore(copyPath); err != nil {
@@ -109,6 +109,15 @@ func powerCutLoop(t *testing.T, m *lossyfs.Mount, cuts int, noSync bool) (*grant
 		}
 	}
 	return g, nil
+}
+
+// copyStoreOut copies the store file and its log out of the mount to path
+// and LogPath(path).
+func copyStoreOut(m *lossyfs.Mount, path string) error {
+	if err := m.CopyOut(powerCutFile, path); err != nil {
+		return err
+	}
+	return m.CopyOut(filepath.Base(LogPath(powerCutFile)), LogPath(path))
 }
 
 // round checks one round's grants ("grant domain epoch seq" lines, in the

@@ -68,19 +68,41 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := open(db, path, opts)
+	if err != nil {
+		db.Close()
+		if fresh {
+			os.Remove(path) // created by this call: leave nothing behind
+			os.Remove(LogPath(path))
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// LogPath is the write-ahead log kept beside the store file at path. Open
+// replays it; a copy of the store file alone (Backup) needs none.
+func LogPath(path string) string { return path + ".wal" }
+
+func open(db *bolt.DB, path string, opts Options) (*Store, error) {
+	log, err := groupcommit.OpenLog(db, LogPath(path), 0)
+	if err != nil {
+		return nil, err
+	}
 	var epoch uint64
 	err = db.Update(func(tx *bolt.Tx) error {
 		epoch, err = initLayout(tx, newEpoch(opts))
 		return err
 	})
 	if err != nil {
-		db.Close()
-		if fresh {
-			os.Remove(path) // created by this call: leave nothing behind
-		}
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		log.Close()
+		return nil, err
 	}
-	w := groupcommit.NewCommitter(db, groupcommit.CommitterOptions{OnCommit: opts.OnCommit})
+	w, err := groupcommit.NewCommitter(db, groupcommit.CommitterOptions{OnCommit: opts.OnCommit, Log: log})
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
 	return &Store{db: db, w: w, epoch: epoch}, nil
 }
 
@@ -159,7 +181,7 @@ func (s *Store) Epoch(context.Context) (uint64, error) { return s.epoch, nil }
 // Load returns domain's committed record.
 func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
 	var rec lease.Record
-	err := s.w.View(func(tx *bolt.Tx) error {
+	err := s.w.View(func(tx *groupcommit.Tx) error {
 		var err error
 		rec, err = get(tx, domain)
 		return err
@@ -183,7 +205,7 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 		return lease.Record{}, fmt.Errorf("encode %s: %w", domain, err)
 	}
 	conflict := false
-	err = s.w.Submit(ctx, domain, func(tx *bolt.Tx) (bool, error) {
+	err = s.w.Submit(ctx, domain, func(tx *groupcommit.Tx) (bool, error) {
 		cur, err := storedVersion(tx, domain)
 		if err != nil {
 			return false, err
@@ -207,7 +229,7 @@ func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease
 // (see lease.Scanner). A record that cannot be decoded fails the scan with
 // lease.ErrCorrupt.
 func (s *Store) Scan(_ context.Context, fn func(domain string, rec lease.Record) bool) error {
-	err := s.w.View(func(tx *bolt.Tx) error {
+	err := s.w.View(func(tx *groupcommit.Tx) error {
 		c := tx.Bucket(bucketDomains).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var rec lease.Record
@@ -241,7 +263,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func get(tx *bolt.Tx, domain string) (lease.Record, error) {
+func get(tx *groupcommit.Tx, domain string) (lease.Record, error) {
 	v := tx.Bucket(bucketDomains).Get([]byte(domain))
 	if v == nil {
 		return lease.Record{}, nil
@@ -263,7 +285,7 @@ var versionPrefix = []byte(`{"version":`)
 // full decode there was half the CPU of a grant. A record that does not
 // start as Put writes it is decoded in full; one that does not decode is
 // lease.ErrCorrupt.
-func storedVersion(tx *bolt.Tx, domain string) (uint64, error) {
+func storedVersion(tx *groupcommit.Tx, domain string) (uint64, error) {
 	v := tx.Bucket(bucketDomains).Get([]byte(domain))
 	if v == nil {
 		return 0, nil

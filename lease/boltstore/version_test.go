@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/fencegate/fencegate/internal/groupcommit"
 	"github.com/fencegate/fencegate/lease"
 )
 
@@ -46,7 +47,7 @@ func TestStoredVersion(t *testing.T) {
 				if err := tc.stored(tx); err != nil {
 					return err
 				}
-				got, err := storedVersion(tx, "d")
+				got, err := storedVersion(groupcommit.Wrap(tx), "d")
 				if tc.corrupt {
 					if !errors.Is(err, lease.ErrCorrupt) {
 						t.Errorf("err = %v, want lease.ErrCorrupt", err)
