@@ -1,0 +1,100 @@
+package boltstore_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/lease"
+	"github.com/fencegate/fencegate/lease/boltstore"
+)
+
+func walCopy(t *testing.T, path, dir string) string {
+	t.Helper()
+	dst := filepath.Join(dir, "leases.db")
+	for _, p := range [][2]string{{path, dst}, {boltstore.LogPath(path), boltstore.LogPath(dst)}} {
+		b, err := os.ReadFile(p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestAttackWALRestoredBackupSeqGoesBack: the controller's restore
+// procedure (Backup, put the copy in place, BumpEpoch, start) leaves the
+// live leases.db.wal beside the copy. The restored store's first open
+// replays nothing (the live log is past the backup's generation) and
+// starts the generation after the backup's — already used by the live
+// timeline, whose records of it are still in the log. The restored
+// controller records seq 50 for the domain (durable); it crashes; the
+// reopen replays its record and then the live timeline's next record of
+// that generation, which puts the domain's high-water seq back to 13. The
+// controller would mint seq 14.. again at its (bumped) epoch, after it
+// already minted up to 50 there: I1 (Seq "never decreases") and I4.
+func TestAttackWALRestoredBackupSeqGoesBack(t *testing.T) {
+	ctx := context.Background()
+	livePath := filepath.Join(t.TempDir(), "leases.db")
+	live, err := boltstore.Open(livePath, boltstore.Options{Epoch: 1_700_000_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	var rec lease.Record
+	put := func(s *boltstore.Store, seq uint64) {
+		t.Helper()
+		rec.Seq = seq
+		if rec, err = s.Put(ctx, "d", rec); err != nil {
+			t.Fatalf("put seq %d: %v", seq, err)
+		}
+	}
+	put(live, 10) // version 1
+	var backup bytes.Buffer
+	if _, err := live.Backup(&backup, nil); err != nil {
+		t.Fatal(err)
+	}
+	put(live, 11)                                                       // version 2: the backup's generation
+	if _, err := live.Backup(new(bytes.Buffer), nil); err != nil { // a later backup: checkpoint
+		t.Fatal(err)
+	}
+	put(live, 12) // version 3: next generation, seq 0
+	put(live, 13) // version 4: next generation, seq 1
+	crashed := walCopy(t, livePath, t.TempDir())
+
+	restored := filepath.Join(filepath.Dir(crashed), "leases.db")
+	if err := os.WriteFile(restored, backup.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := boltstore.BumpEpoch(restored, time.UnixMilli(1_800_000_000_000), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r, err := boltstore.Open(restored, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = r.Load(ctx, "d"); err != nil || rec.Seq != 10 || rec.Version != 1 {
+		t.Fatalf("restored record %+v %v, want the backup's version 1 seq 10", rec, err)
+	}
+	put(r, 50) // version 2, same length as the live timeline's version-3 record
+	again := walCopy(t, restored, t.TempDir())
+	r.Close()
+
+	s, err := boltstore.Open(again, boltstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Load(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Seq < 50 {
+		t.Fatalf("after the restored controller's crash: domain record %+v: seq went back from the acknowledged 50 (a lost timeline's log record was replayed)", got)
+	}
+}
