@@ -23,12 +23,12 @@ func TestAttackWALRestoredSnapshotReusesGeneration(t *testing.T) {
 	if err := s.c.Snapshot(func(tx *bolt.Tx) error { return tx.CopyFile(snap, 0o600) }); err != nil {
 		t.Fatal(err)
 	}
-	s.put(t, "fence", "20")                                             // snapshot's generation, seq 0
+	s.put(t, "fence", "20")                                                   // snapshot's generation, seq 0
 	if err := s.c.Snapshot(func(*bolt.Tx) error { return nil }); err != nil { // e.g. a second backup: checkpoint
 		t.Fatal(err)
 	}
-	s.put(t, "fence", "30") // next generation, seq 0
-	s.put(t, "fence", "40") // next generation, seq 1
+	s.put(t, "fence", "30")      // next generation, seq 0
+	s.put(t, "fence", "40")      // next generation, seq 1
 	live := s.crashCopy(t, true) // power cut of the live agent
 
 	// Operator restores the snapshot in place of the store file; the log stays.

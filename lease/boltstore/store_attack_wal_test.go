@@ -59,7 +59,7 @@ func TestAttackWALRestoredBackupSeqGoesBack(t *testing.T) {
 	if _, err := live.Backup(&backup, nil); err != nil {
 		t.Fatal(err)
 	}
-	put(live, 11)                                                       // version 2: the backup's generation
+	put(live, 11)                                                  // version 2: the backup's generation
 	if _, err := live.Backup(new(bytes.Buffer), nil); err != nil { // a later backup: checkpoint
 		t.Fatal(err)
 	}
