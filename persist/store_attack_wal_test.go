@@ -93,3 +93,32 @@ func TestAttackWALRestoredBackupStaleApply(t *testing.T) {
 		t.Fatalf("after the restored agent's crash: fence seq %d (acknowledged 50), command under seq 45: %v — a stale command reaches the device", tok.Seq, d.Outcome)
 	}
 }
+
+// TestAttackWALAcceptOnlyInLogMarkedInDoubt (holds): a command whose accept
+// is durable only in the log (the agent is killed before any checkpoint)
+// is replayed and marked in_doubt at the next open, and its retry is a
+// duplicate, not a second apply; a completed one stays done.
+func TestAttackWALAcceptOnlyInLogMarkedInDoubt(t *testing.T) {
+	sg := testSigner(t)
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s := mustOpenPath(t, path, Options{})
+	tok := mustToken(t, sg, "dom", 1, 1, "h")
+	c1 := Command{Device: "dev", ID: "c1", Token: tok, Op: "set"}
+	c2 := Command{Device: "dev", ID: "c2", Token: tok, Op: "set"}
+	mustAccept(t, s, c1)
+	mustAccept(t, s, c2)
+	if err := s.Complete(ctxT(t), "dev", "c2", []byte(`"ok"`)); err != nil {
+		t.Fatal(err)
+	}
+	cp := walCrashCopy(t, path, t.TempDir())
+	r := mustOpenPath(t, cp, Options{})
+	if got := r.InDoubtAtOpen(); len(got) != 1 || got[0] != (DeviceCommand{Device: "dev", ID: "c1"}) {
+		t.Fatalf("in doubt at open: %v, want dev/c1", got)
+	}
+	if d := mustAccept(t, r, c1); d.Outcome != Duplicate || d.Record.State != StateInDoubt {
+		t.Fatalf("retry of the in-doubt command: %v %s, want a duplicate in_doubt", d.Outcome, d.Record.State)
+	}
+	if rec, ok, err := r.Lookup("dev", "c2"); err != nil || !ok || rec.State != StateDone || string(rec.Result) != `"ok"` {
+		t.Fatalf("completed command after the crash: %+v %v %v", rec, ok, err)
+	}
+}

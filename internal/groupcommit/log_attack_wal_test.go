@@ -1,7 +1,11 @@
 package groupcommit
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -78,4 +82,45 @@ func TestAttackWALRestoredSnapshotReplaysOtherTimeline(t *testing.T) {
 		}
 	}
 	wantKeys(t, "restored, after a crash", got, "base")
+}
+
+// TestAttackWALRecordLargerThanLogSurvivesCrash (holds): a batch whose
+// record is larger than the whole preallocated log, as the first record of
+// a generation, is written past the preallocated end and fdatasynced; it
+// replays after a crash, and the next batch checkpoints.
+func TestAttackWALRecordLargerThanLogSurvivesCrash(t *testing.T) {
+	s := openLogged(t, filepath.Join(t.TempDir(), "a.db"), 256, CommitterOptions{})
+	big := strings.Repeat("x", 4096)
+	s.put(t, "big", big)
+	if got := reopenKeys(t, s.crashCopy(t, true)); got["big"] != big {
+		t.Fatalf("record larger than the log lost after a crash (%d bytes back)", len(got["big"]))
+	}
+	s.put(t, "next", "v")
+	got := reopenKeys(t, s.crashCopy(t, true))
+	wantKeys(t, "after the next batch", got, "big", "next")
+}
+
+// TestAttackWALHugeBatchSurvivesCrash (holds): a MaxBatch-sized batch of
+// concurrent writers, larger than the log, is durable when released.
+func TestAttackWALHugeBatchSurvivesCrash(t *testing.T) {
+	s := openLogged(t, filepath.Join(t.TempDir(), "a.db"), 1024, CommitterOptions{MaxBatch: 100000})
+	s.put(t, "first", "v")
+	var wg sync.WaitGroup
+	keys := []string{"first"}
+	for i := range 2000 {
+		k := fmt.Sprintf("k%04d", i)
+		keys = append(keys, k)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.c.Submit(context.Background(), k, func(tx *Tx) (bool, error) {
+				return true, tx.Bucket(testBucket).Put([]byte(k), []byte("0123456789abcdef"))
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	wantKeys(t, "after a crash", reopenKeys(t, s.crashCopy(t, true)), keys...)
 }
