@@ -124,3 +124,26 @@ func TestAttackWALHugeBatchSurvivesCrash(t *testing.T) {
 	wg.Wait()
 	wantKeys(t, "after a crash", reopenKeys(t, s.crashCopy(t, true)), keys...)
 }
+
+// TestAttackWALCrashAfterCheckpointKeepsOldGenerationOut (holds): after a
+// checkpoint the log still holds the previous generation's records behind
+// the new generation's first, shorter record; a crash then replays the new
+// record only, never the stale tail (which would put k back to "b").
+func TestAttackWALCrashAfterCheckpointKeepsOldGenerationOut(t *testing.T) {
+	s := openLogged(t, filepath.Join(t.TempDir(), "a.db"), 0, CommitterOptions{})
+	s.put(t, "k", strings.Repeat("a", 200))
+	s.put(t, "k", "b")
+	if got := reopenKeys(t, s.crashCopy(t, true)); got["k"] != "b" {
+		t.Fatalf("before the checkpoint: k=%q", got["k"])
+	}
+	if err := s.c.Snapshot(func(*bolt.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := reopenKeys(t, s.crashCopy(t, true)); got["k"] != "b" {
+		t.Fatalf("crash right after the checkpoint: k=%q, want b", got["k"])
+	}
+	s.put(t, "k", "c")
+	if got := reopenKeys(t, s.crashCopy(t, true)); got["k"] != "c" {
+		t.Fatalf("crash after the next generation's first record: k=%q, want c", got["k"])
+	}
+}
