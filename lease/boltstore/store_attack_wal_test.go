@@ -3,8 +3,10 @@ package boltstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,4 +99,55 @@ func TestAttackWALRestoredBackupSeqGoesBack(t *testing.T) {
 	if got.Seq < 50 {
 		t.Fatalf("after the restored controller's crash: domain record %+v: seq went back from the acknowledged 50 (a lost timeline's log record was replayed)", got)
 	}
+}
+
+// TestAttackWALCloseAfterFailedCheckpointLeaksLock: as persist's: on a full
+// disk the log takes the Puts, the checkpoint at Close fails, and
+// Store.Close returns before closing the bbolt file; a reopen in the same
+// process, once space is back, is refused as locked.
+func TestAttackWALCloseAfterFailedCheckpointLeaksLock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	path := filepath.Join(dir, "leases.db")
+	opts := boltstore.Options{Epoch: 1_700_000_000_000, LockTimeout: 200 * time.Millisecond}
+	s, err := boltstore.Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for i := range 3000 {
+		if _, err := s.Put(context.Background(), fmt.Sprintf("domain-%04d", i), lease.Record{Seq: uint64(i + 1)}); err != nil {
+			break
+		}
+	}
+	closeErr := s.Close()
+	if closeErr == nil {
+		t.Skip("Close checkpointed on a full disk: no failure to attack")
+	}
+	t.Logf("Close: %v", closeErr)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	r, err := boltstore.Open(path, opts)
+	if err != nil {
+		t.Fatalf("reopen after a failed Close, with space back: %v (the failed Close left the bbolt file open and locked)", err)
+	}
+	r.Close()
 }
