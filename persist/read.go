@@ -64,14 +64,13 @@ func (s *Store) Journal(device string) ([]Record, error) {
 func (s *Store) DomainFences() (map[string]Fence, error) { return s.readFences(bucketDomains) }
 
 // DomainFence returns the durable fence of one domain (zero Token if it has
-// none). It reads committed state only: a raise whose commit has returned is
-// seen, one still queued is not.
+// none). It reads durable state only: a raise whose Accept or Raise has
+// returned is seen, one still queued is not. It does not wait for the
+// batch being written (see durableFences).
 func (s *Store) DomainFence(domain string) (fence.Token, error) {
-	var f Fence
-	err := s.view(func(tx *groupcommit.Tx) error {
-		var err error
-		f, _, err = getDomainFence(tx, domain)
-		return err
-	})
+	if err := s.w.Usable(); err != nil {
+		return fence.Token{}, err
+	}
+	f, err := s.domains.get(domain)
 	return f.Token, err
 }

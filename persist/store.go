@@ -23,6 +23,7 @@ type Store struct {
 
 	inDoubt []DeviceCommand // set by Open, read-only after
 	pins    pins            // records a waiting retry keeps from pruning
+	domains durableFences   // every domain's durable fence, for DomainFence
 }
 
 // DeviceCommand names one command of one device.
@@ -73,7 +74,7 @@ func (s *Store) open() error {
 		log.Close()
 		return err
 	}
-	s.w, err = groupcommit.NewCommitter(s.db, groupcommit.CommitterOptions{MaxBatch: s.opts.MaxBatch, BeforeCommit: s.opts.beforeCommit, OnCommit: s.opts.OnCommit, AfterBatch: s.pruneDevices, Log: log})
+	s.w, err = groupcommit.NewCommitter(s.db, groupcommit.CommitterOptions{MaxBatch: s.opts.MaxBatch, BeforeCommit: s.opts.beforeCommit, OnCommit: s.opts.OnCommit, AfterBatch: s.pruneDevices, Log: log, OnDurable: s.domains.onDurable})
 	if err != nil {
 		log.Close()
 		return err
@@ -93,8 +94,10 @@ func (s *Store) recover(tx *groupcommit.Tx) error {
 	if err := s.markInDoubt(tx); err != nil {
 		return err
 	}
-	_, err := s.pruneDevices(tx, fencedDevices(tx))
-	return err
+	if _, err := s.pruneDevices(tx, fencedDevices(tx)); err != nil {
+		return err
+	}
+	return s.domains.load(tx)
 }
 
 // markInDoubt turns every pending (accepted, no result) command into
@@ -139,10 +142,16 @@ func (s *Store) InDoubtAtOpen() []DeviceCommand {
 // committed and its caller is released, then closes the file. Calling Close
 // again returns ErrClosed.
 func (s *Store) Close() error {
-	if err := s.w.Close(); err != nil {
+	err := s.w.Close()
+	if errors.Is(err, groupcommit.ErrClosed) {
 		return err
 	}
-	if err := s.db.Close(); err != nil {
+	// A failed last checkpoint leaves its batches in the log (the next Open
+	// replays them); the file is closed, and its lock released, either way.
+	if cerr := s.db.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil

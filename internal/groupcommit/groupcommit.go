@@ -64,6 +64,14 @@ type CommitterOptions struct {
 	// Log, if set, makes the Committer logged: see the package doc. The
 	// Committer owns it from then on and closes it in Close.
 	Log *Log
+	// OnDurable, if set (logged Committers only), is called by the writer
+	// goroutine for every write of a batch, in order, once the batch is
+	// durable and before any caller whose operation was in it is released:
+	// a cache of durable state (the fence store's domain fences) follows
+	// it. value is nil for a delete, and both slices are valid only during
+	// the call. A bucket's creation is not reported. It must not call the
+	// Committer.
+	OnDurable func(bucket, key, value []byte)
 }
 
 // Committer is a group-commit writer for one bbolt file: one goroutine takes
@@ -245,6 +253,18 @@ func (c *Committer) closeLogged() error {
 	return errors.Join(err, c.opts.Log.Close())
 }
 
+// Usable returns ErrClosed once the Committer is closed, the error
+// wrapping ErrFailed once it has failed, and nil before: what View would
+// refuse with, for a caller that reads a cache OnDurable keeps instead.
+func (c *Committer) Usable() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return c.Err()
+}
+
 // Err returns nil, or the error wrapping ErrFailed if a commit has failed.
 func (c *Committer) Err() error {
 	c.failMu.Lock()
@@ -368,6 +388,14 @@ func (c *Committer) beforeCommit() error {
 func (c *Committer) applyLogged(batch []*request) (wrote bool, err error) {
 	c.curMu.Lock()
 	defer c.curMu.Unlock()
+	wrote, err = c.logBatch(batch)
+	if err != nil {
+		return false, c.fail(err) // before curMu is released: no view may see the batch
+	}
+	return wrote, nil
+}
+
+func (c *Committer) logBatch(batch []*request) (wrote bool, err error) {
 	c.rec.reset()
 	if _, err := c.runBatch(&Tx{tx: c.cur, rec: &c.rec}, batch); err != nil || c.rec.writes == 0 {
 		return false, err
@@ -379,7 +407,13 @@ func (c *Committer) applyLogged(batch []*request) (wrote bool, err error) {
 	if errors.Is(err, errLogFull) {
 		err = c.checkpoint()
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	if c.opts.OnDurable != nil {
+		c.rec.each(c.opts.OnDurable)
+	}
+	return true, nil
 }
 
 // checkpoint commits the open transaction with the log's next generation

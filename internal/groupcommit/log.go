@@ -25,15 +25,19 @@ import (
 // (bbolt's own two flushes) and the log starts over.
 //
 // Each record carries the log's identity (a random id kept in the bbolt
-// file) and a generation. The bbolt file holds the generation of the records
-// that are not yet in it; a checkpoint raises it in the same commit that
-// writes their batches, so after a power cut open replays exactly the
+// file) and a generation: a random number drawn afresh at every checkpoint
+// and every open, never a counter. The bbolt file holds the generation of
+// the records that are not yet in it, stored in the same commit that writes
+// the batches before them, so after a power cut open replays exactly the
 // records of that generation, in order, from the start of the file up to the
-// first record that is torn, foreign (another store's or an older
+// first record that is torn, foreign (another store's, or another
 // generation's) or out of sequence. A copy of the bbolt file taken at a
-// checkpoint (Committer.Snapshot) shares the live log's generation only
-// while the log holds nothing but batches written after the copy, so a
-// restored copy replays, at most, the exact continuation of itself.
+// checkpoint (Committer.Snapshot) shares its generation with the records
+// written right after the copy and with no others: restored beside the live
+// log, it replays at most those, the exact continuation of itself, and then
+// draws a generation of its own, which no record of the lost timeline can
+// carry. (A counter would not do: the restored copy would count up to
+// numbers the lost timeline already wrote records under.)
 //
 // Record: payload length u32, CRC-32C u32 (of everything after it), log id
 // u64, generation u64, sequence u64 (0, 1, … within a generation), payload
@@ -44,6 +48,7 @@ type Log struct {
 	size int64 // preallocated length; a checkpoint starts over before a record would pass it
 
 	id, gen, seq uint64
+	next         uint64 // the generation stored for after the next checkpoint
 	off          int64
 	buf          []byte
 }
@@ -124,20 +129,30 @@ func (l *Log) recover(db *bolt.DB) error {
 	})
 }
 
-// putNextGeneration stores, in tx, the generation the records written after
-// tx commits carry; checkpointed moves l to it once tx has committed.
+// putNextGeneration draws a new generation and stores it in tx: the
+// records written after tx commits carry it; checkpointed moves l to it
+// once tx has committed.
 func (l *Log) putNextGeneration(tx *bolt.Tx) error {
+	next, err := randomID()
+	if err != nil {
+		return err
+	}
 	meta := tx.Bucket(bucketLog)
 	if err := meta.Put(keyLogID, binary.BigEndian.AppendUint64(nil, l.id)); err != nil {
 		return err
 	}
-	return meta.Put(keyLogGen, binary.BigEndian.AppendUint64(nil, l.gen+1))
+	if err := meta.Put(keyLogGen, binary.BigEndian.AppendUint64(nil, next)); err != nil {
+		return err
+	}
+	l.next = next
+	return nil
 }
 
 // checkpointed starts the generation putNextGeneration stored: the next
 // record goes to the start of the file.
-func (l *Log) checkpointed() { l.gen, l.seq, l.off = l.gen+1, 0, 0 }
+func (l *Log) checkpointed() { l.gen, l.seq, l.off = l.next, 0, 0 }
 
+// randomID returns 64 random bits (crypto/rand: never repeated in practice).
 func randomID() (uint64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -53,6 +53,29 @@ func (r *recorder) add(kind byte, fields ...[]byte) {
 
 // applyWrites replays a recorded payload into tx.
 func applyWrites(tx *bolt.Tx, payload []byte) error {
+	return eachWrite(payload, func(kind byte, bucket, key, value []byte) error {
+		return applyWrite(tx, kind, bucket, key, value)
+	})
+}
+
+// each calls fn for every put (value set) and delete (value nil) recorded.
+func (r *recorder) each(fn func(bucket, key, value []byte)) {
+	_ = eachWrite(r.buf, func(kind byte, bucket, key, value []byte) error {
+		switch kind {
+		case writePut:
+			if value == nil {
+				value = []byte{}
+			}
+			fn(bucket, key, value)
+		case writeDelete:
+			fn(bucket, key, nil)
+		}
+		return nil
+	})
+}
+
+// eachWrite decodes a payload and calls fn for each write in it.
+func eachWrite(payload []byte, fn func(kind byte, bucket, key, value []byte) error) error {
 	for len(payload) > 0 {
 		kind := payload[0]
 		payload = payload[1:]
@@ -74,7 +97,7 @@ func applyWrites(tx *bolt.Tx, payload []byte) error {
 			}
 			f[i], payload = payload[used:used+int(n)], payload[used+int(n):]
 		}
-		if err := applyWrite(tx, kind, f[0], f[1], f[2]); err != nil {
+		if err := fn(kind, f[0], f[1], f[2]); err != nil {
 			return err
 		}
 	}

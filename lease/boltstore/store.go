@@ -252,12 +252,18 @@ func (s *Store) Scan(_ context.Context, fn func(domain string, rec lease.Record)
 // it then accepts nothing more and must be reopened.
 func (s *Store) Err() error { return s.w.Err() }
 
-// Close waits for queued writes, then closes the file.
+// Close waits for queued writes, checkpoints, then closes the file. A
+// failed checkpoint is returned (its batches stay in the log, which the
+// next Open replays) and the file is closed, its lock released, anyway.
 func (s *Store) Close() error {
-	if err := s.w.Close(); err != nil {
+	err := s.w.Close()
+	if errors.Is(err, groupcommit.ErrClosed) {
 		return fmt.Errorf("close: %w", lease.ErrClosed)
 	}
-	if err := s.db.Close(); err != nil {
+	if cerr := s.db.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
 	return nil
