@@ -110,7 +110,7 @@ func TestAttackWALCloseAfterFailedCheckpointLeaksLock(t *testing.T) {
 		t.Skip("needs root to mount a small tmpfs")
 	}
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=18m"); err != nil { // the preallocated log (16 MiB) and a little more
 		t.Skipf("mount tmpfs: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
