@@ -55,14 +55,14 @@ type Log struct {
 }
 
 // DefaultLogSize is the preallocated length of a log file: how many bytes
-// of batches the open transaction takes before a checkpoint. A checkpoint
-// holds up every write and view while bbolt writes the pages the batches
-// dirtied (30–60 ms with 1,000 devices). An agent's command logs 650 bytes
-// (1,060 when it raises the fence), so at 4 MiB a checkpoint came every
-// 4,000–6,500 commands, often enough to show in the p99 at 100 in flight;
-// at 16 MiB it comes every 16,000–26,000 (docs/benchmarks.md). The open
-// transaction keeps every value written since the last checkpoint in
-// memory: at most about as much as the log holds.
+// of batches the open transaction takes before a checkpoint. Larger means
+// fewer checkpoints, each holding up every write and view longer while
+// bbolt writes the pages the batches dirtied, and a larger open
+// transaction in memory (every value written since the last checkpoint).
+// It also sets how much free space the file needs: a checkpoint cannot
+// reuse the pages it frees, so a store whose batches touch pages all over
+// the file grows by what one checkpoint dirties. The fence store, whose
+// journal is such a store, uses a smaller log (persist's logSize).
 const DefaultLogSize = 16 << 20
 
 const recordHeader = 32
