@@ -82,6 +82,7 @@ func wal2SnapshotRaceChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close() // after a failed checkpoint it reports the failure and closes the file
 	f, err := os.Create(filepath.Join(dir, "filler"))
 	if err != nil {
 		t.Fatal(err)
