@@ -338,7 +338,7 @@ func TestAttackWAL2FailedCheckpointAtBackupKeepsCacheHonest(t *testing.T) {
 		}
 	}
 	f.Close()
-	args := []byte(`"` + strings.Repeat("y", 1<<20) + `"`)
+	args := []byte(`"` + strings.Repeat("y", 256<<10) + `"`)
 	d, err := s.Accept(ctxT(t), Command{Device: "dev", ID: "big", Token: mustToken(t, sg, "dom", 1, 20, "h"), Op: "set", Args: args})
 	if err != nil {
 		t.Skipf("the log refused the accept on a full disk: %v", err)

@@ -94,7 +94,7 @@ func wal2SnapshotRaceChild(t *testing.T) {
 		}
 	}
 	f.Close()
-	args := []byte(`"` + strings.Repeat("y", 1<<20) + `"`)
+	args := []byte(`"` + strings.Repeat("y", 256<<10) + `"`)
 	if _, err := s.Accept(ctxT(t), Command{Device: "dev", ID: "big", Token: mustToken(t, sg, "dom", 1, 20, "h"), Op: "set", Args: args}); err != nil {
 		fmt.Println("WAL2-SKIP the log refused the big accept:", err)
 		return

@@ -388,6 +388,9 @@ func (c *Committer) beforeCommit() error {
 func (c *Committer) applyLogged(batch []*request) (wrote bool, err error) {
 	c.curMu.Lock()
 	defer c.curMu.Unlock()
+	if err := c.Err(); err != nil { // a checkpoint failed while this batch waited for curMu: no open transaction
+		return false, err
+	}
 	wrote, err = c.logBatch(batch)
 	if err != nil {
 		return false, c.fail(err) // before curMu is released: no view may see the batch

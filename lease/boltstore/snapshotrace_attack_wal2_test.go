@@ -66,7 +66,7 @@ func TestAttackWAL2ControllerFailedBackupCheckpointRacesWriter(t *testing.T) {
 func wal2ControllerRaceChild(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=18m"); err != nil { // the preallocated 16 MiB log and a little more
 		fmt.Println("WAL2-SKIP mount tmpfs:", err)
 		return
 	}
