@@ -20,32 +20,14 @@ import (
 // reopen in this process — the only way to serve again without a restart —
 // fails with ErrLocked; the acknowledged batches are unreachable.
 func TestAttackWALCloseAfterFailedCheckpointLeaksLock(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=18m"); err != nil { // the preallocated log (16 MiB) and a little more
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := smallDisk(t, "6m")
 	path := filepath.Join(dir, "fence.db")
 	opts := Options{LockTimeout: 200 * time.Millisecond, MaxRecords: 1 << 30, MaxAge: 1 << 62}
 	s, err := Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break // disk full
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, dir)
 	sg := testSigner(t)
 	tok := mustToken(t, sg, "dom", 1, 1, "h")
 	args := []byte(`"` + strings.Repeat("x", 1000) + `"`)

@@ -311,14 +311,7 @@ func TestAttackWAL2RestoredBackupBesideLiveLogCrashEachStep(t *testing.T) {
 // fails; DomainFence must refuse from then on, and after space is back
 // the reopen has the acknowledged raise (it was durable in the log).
 func TestAttackWAL2FailedCheckpointAtBackupKeepsCacheHonest(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := smallDisk(t, "6m")
 	sg := testSigner(t)
 	path := filepath.Join(dir, "fence.db")
 	opts := Options{LockTimeout: 200 * time.Millisecond, MaxRecords: 1 << 30, MaxAge: 1 << 62}
@@ -326,18 +319,7 @@ func TestAttackWAL2FailedCheckpointAtBackupKeepsCacheHonest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillDisk(t, dir)
 	args := []byte(`"` + strings.Repeat("y", 256<<10) + `"`)
 	d, err := s.Accept(ctxT(t), Command{Device: "dev", ID: "big", Token: mustToken(t, sg, "dom", 1, 20, "h"), Op: "set", Args: args})
 	if err != nil {

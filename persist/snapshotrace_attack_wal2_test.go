@@ -83,17 +83,7 @@ func wal2SnapshotRaceChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close() // after a failed checkpoint it reports the failure and closes the file
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break // disk full
-		}
-	}
-	f.Close()
+	fillDisk(t, dir)
 	args := []byte(`"` + strings.Repeat("y", 256<<10) + `"`)
 	if _, err := s.Accept(ctxT(t), Command{Device: "dev", ID: "big", Token: mustToken(t, sg, "dom", 1, 20, "h"), Op: "set", Args: args}); err != nil {
 		fmt.Println("WAL2-SKIP the log refused the big accept:", err)

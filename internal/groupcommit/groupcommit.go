@@ -142,10 +142,7 @@ func (c *Committer) Submit(ctx context.Context, key string, fn WriteFunc) error 
 func (c *Committer) enqueue(ctx context.Context, req *request) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.closed {
-		return ErrClosed
-	}
-	if err := c.Err(); err != nil {
+	if err := c.usable(); err != nil {
 		return err
 	}
 	select {
@@ -162,10 +159,7 @@ func (c *Committer) enqueue(ctx context.Context, req *request) error {
 func (c *Committer) View(fn func(tx *Tx) error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.closed {
-		return ErrClosed
-	}
-	if err := c.Err(); err != nil {
+	if err := c.usable(); err != nil {
 		return err
 	}
 	if c.opts.Log == nil {
@@ -186,10 +180,7 @@ func (c *Committer) View(fn func(tx *Tx) error) error {
 func (c *Committer) Snapshot(fn func(tx *bolt.Tx) error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.closed {
-		return ErrClosed
-	}
-	if err := c.Err(); err != nil {
+	if err := c.usable(); err != nil {
 		return err
 	}
 	if c.opts.Log == nil {
@@ -259,6 +250,11 @@ func (c *Committer) closeLogged() error {
 func (c *Committer) Usable() error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	return c.usable()
+}
+
+// usable is Usable with mu held.
+func (c *Committer) usable() error {
 	if c.closed {
 		return ErrClosed
 	}
