@@ -210,8 +210,11 @@ func (c *Committer) checkpointAndRead() (*bolt.Tx, error) {
 }
 
 // Close stops taking operations, waits until every queued one has committed
-// and its caller is released, and stops the writer. It does not close the
-// database. Calling Close again returns ErrClosed.
+// and its caller is released, and stops the writer; logged, it then
+// checkpoints (unless the Committer has failed) and closes the log, and
+// returns the checkpoint's error, if any: the log keeps those batches for
+// the next open. It does not close the database. Calling Close again
+// returns ErrClosed.
 func (c *Committer) Close() error {
 	c.mu.Lock()
 	if c.closed {
