@@ -7,10 +7,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Backup writes a consistent copy of the whole store file to w, from one
-// read-only transaction: it runs while the store serves, sees only
-// committed state and holds back no writer (bbolt's Tx.WriteTo). It returns
-// the bytes written. The copy opens with Open like the original (stop the
+// Backup writes a consistent copy of the whole store file to w: it
+// checkpoints the write-ahead log, so the copy holds every write durable
+// when Backup was called and needs no log, then streams one read-only
+// transaction (bbolt's Tx.WriteTo) while the store goes on serving; a
+// checkpoint that must grow the file waits for the copy to finish. It
+// returns the bytes written. The copy opens with Open like the original (stop the
 // agent, put the copy in place of fence.db, start it). onSize, if not
 // nil, is called with the copy's size before the first byte is written
 // (an HTTP handler sets Content-Length with it).
@@ -40,7 +42,10 @@ type Summary struct {
 
 // Inspect opens a store file read-only — a backup, or the store of a
 // stopped agent — checks that it is a fence store this build reads and
-// summarizes it. It changes nothing in the file.
+// summarizes it. It changes nothing in the file. It reads the file alone:
+// a Backup copy, or the store of an agent stopped cleanly, is whole; after
+// a crash the write-ahead log beside the file (LogPath) may hold more,
+// which Open replays.
 func Inspect(path string) (Summary, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
 	if err != nil {
