@@ -70,7 +70,8 @@ func (c Config) Validate(prefix string) error {
 }
 
 // ClientOptions returns paho options for c: clean session, auto-reconnect
-// with capped backoff, connect retry, and onConnect called (in a paho
+// with capped backoff, connect retry, a store that keeps its own copy of
+// each publish (see copyingStore), and onConnect called (in a paho
 // goroutine) after every successful connection — subscribe there, so a
 // reconnect resubscribes. Callers add their own Will and ack settings.
 func (c Config) ClientOptions(onConnect paho.OnConnectHandler) (*paho.ClientOptions, error) {
@@ -83,7 +84,8 @@ func (c Config) ClientOptions(onConnect paho.OnConnectHandler) (*paho.ClientOpti
 		SetConnectTimeout(orDefault(c.ConnectTimeout, 10*time.Second)).
 		SetMaxReconnectInterval(orDefault(c.MaxReconnectInterval, 10*time.Second)).
 		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(connectRetryInterval).
-		SetCleanSession(true).SetProtocolVersion(4).SetOnConnectHandler(onConnect)
+		SetCleanSession(true).SetProtocolVersion(4).SetOnConnectHandler(onConnect).
+		SetStore(newCopyingStore())
 	if c.TLS.CA != "" || c.TLS.Cert != "" {
 		tc, err := c.TLS.config()
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 // client certificates it admits only those (see EmbeddedOptions).
 type Embedded struct {
 	srv      *mochi.Server
+	guard    *takeoverGuard // on every listener: see takeoverGuard
 	addr     net.Addr
 	scheme   string // "tcp" or "ssl"
 	internal string // URL of the in-process clients; "" means URL()
@@ -107,15 +108,19 @@ func (o EmbeddedOptions) listen(srv *mochi.Server, log *slog.Logger) (*Embedded,
 	if err := srv.AddHook(hook, nil); err != nil {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
+	guard := newTakeoverGuard()
+	if err := srv.AddHook(guard, nil); err != nil {
+		return nil, fmt.Errorf("embedded broker: %w", err)
+	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded broker: listen %s: %w", o.Addr, err)
 	}
-	e := &Embedded{srv: srv, addr: ln.Addr(), scheme: "tcp"}
+	e := &Embedded{srv: srv, guard: guard, addr: ln.Addr(), scheme: "tcp"}
 	if o.TLS != nil {
 		ln, e.scheme = tls.NewListener(ln, o.TLS), "ssl"
 	}
-	if err := srv.AddListener(listeners.NewNet("fencegate", ln)); err != nil {
+	if err := srv.AddListener(guardedListener{listeners.NewNet("fencegate", ln), guard}); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
@@ -136,7 +141,7 @@ func (e *Embedded) listenInternal(hook *authHook) error {
 	if err != nil {
 		return fmt.Errorf("embedded broker: internal listener: %w", err)
 	}
-	if err := e.srv.AddListener(listeners.NewNet(internalListener, ln)); err != nil {
+	if err := e.srv.AddListener(guardedListener{listeners.NewNet(internalListener, ln), e.guard}); err != nil {
 		ln.Close()
 		return fmt.Errorf("embedded broker: %w", err)
 	}

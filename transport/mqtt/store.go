@@ -1,0 +1,33 @@
+package mqtt
+
+import (
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
+
+// copyingStore is paho's in-memory store, except that it keeps its own
+// copy of every PUBLISH it is given.
+//
+// paho 1.5.1 stores a QoS 1 PUBLISH and queues the same packet for the
+// connection's writer. When the connection drops before the writer took
+// it, the reconnection's resume marks the stored packet a duplicate
+// (Dup = true) and queues it again, while the new connection's writer
+// takes the first queued copy — the same packet — and encodes it: a data
+// race on that packet. Put runs in Publish before the packet is queued,
+// so the copy made there is never shared; resume marks and sends the
+// copy, and the queued original stays untouched. The copy is shallow: the
+// payload is shared, and nothing writes it.
+type copyingStore struct {
+	*paho.MemoryStore
+}
+
+func newCopyingStore() copyingStore { return copyingStore{paho.NewMemoryStore()} }
+
+// Put stores m, a PUBLISH as a copy of its own.
+func (s copyingStore) Put(key string, m packets.ControlPacket) {
+	if p, ok := m.(*packets.PublishPacket); ok {
+		cp := *p
+		m = &cp
+	}
+	s.MemoryStore.Put(key, m)
+}
