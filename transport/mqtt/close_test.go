@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -48,15 +47,7 @@ func rawConnect(t *testing.T, addr string, n, round int) []net.Conn {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := fmt.Sprintf("c%d-%d", round, i)
-		body := append([]byte{0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 60, 0, byte(len(id))}, id...)
-		if _, err := c.Write(append([]byte{0x10, byte(len(body))}, body...)); err != nil {
-			t.Fatal(err)
-		}
-		ack := make([]byte, 4)
-		if _, err := io.ReadFull(c, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
-			t.Fatalf("CONNACK %x, %v", ack, err)
-		}
+		sendConnect(t, c, fmt.Sprintf("c%d-%d", round, i))
 		conns = append(conns, c)
 	}
 	return conns
