@@ -14,9 +14,11 @@ import (
 // (Dup = true) and queues it again, while the new connection's writer
 // takes the first queued copy — the same packet — and encodes it: a data
 // race on that packet. Put runs in Publish before the packet is queued,
-// so the copy made there is never shared; resume marks and sends the
-// copy, and the queued original stays untouched. The copy is shallow: the
-// payload is shared, and nothing writes it.
+// so the copy made there is never shared, and nobody but Get reads it;
+// Get (called only by resume) hands out a fresh copy each time, so
+// neither the queued original nor the packet an earlier resume queued is
+// the one a later resume marks. The copies are shallow: the payload is
+// shared, and nothing writes it.
 type copyingStore struct {
 	*paho.MemoryStore
 }
@@ -30,4 +32,15 @@ func (s copyingStore) Put(key string, m packets.ControlPacket) {
 		m = &cp
 	}
 	s.MemoryStore.Put(key, m)
+}
+
+// Get returns a fresh copy of the PUBLISH stored under key (other
+// packets as stored), or nil.
+func (s copyingStore) Get(key string) packets.ControlPacket {
+	m := s.MemoryStore.Get(key)
+	if p, ok := m.(*packets.PublishPacket); ok {
+		cp := *p
+		return &cp
+	}
+	return m
 }

@@ -35,6 +35,10 @@ func TestCopyingStoreKeepsItsOwnPublish(t *testing.T) {
 	if p.Dup {
 		t.Fatal("marking the stored copy a duplicate marked the queued packet too")
 	}
+	again := s.Get("o.7").(*packets.PublishPacket)
+	if again == got || again.Dup {
+		t.Fatal("a second resume got the packet the first one marked and queued")
+	}
 	sub := packets.NewControlPacket(packets.Subscribe).(*packets.SubscribePacket)
 	sub.MessageID = 8
 	s.Put("o.8", sub)
