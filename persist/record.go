@@ -104,8 +104,17 @@ type fenceJSON struct {
 	RaisedAt int64  `json:"raised_at"`
 }
 
+// encodeFence encodes f for storage and remembers the result in fenceMemo,
+// so that the next read of a just-raised fence is not a decode. Only a token
+// that carries its wire form is remembered: its fields are what Sign or
+// Verify decoded from Raw, which is what decoding the stored bytes gives.
 func encodeFence(f Fence) ([]byte, error) {
-	return json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: f.RaisedAt.UnixMilli()})
+	ms := f.RaisedAt.UnixMilli()
+	b, err := json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: ms})
+	if err == nil && f.Token.Raw != "" {
+		rememberFence(b, Fence{Token: f.Token, RaisedAt: time.UnixMilli(ms)})
+	}
+	return b, err
 }
 
 // fenceMemo remembers decoded fences by their stored bytes. A fence is
@@ -139,13 +148,18 @@ func decodeFence(name string, b []byte) (Fence, error) {
 	if err != nil {
 		return Fence{}, err
 	}
+	rememberFence(b, f)
+	return f, nil
+}
+
+// rememberFence records that the stored bytes b decode to f.
+func rememberFence(b []byte, f Fence) {
 	fenceMemo.Lock()
 	if len(fenceMemo.m) >= fenceMemoMax {
 		clear(fenceMemo.m)
 	}
 	fenceMemo.m[string(b)] = f
 	fenceMemo.Unlock()
-	return f, nil
 }
 
 func parseFence(device string, b []byte) (Fence, error) {
