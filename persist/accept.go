@@ -388,6 +388,12 @@ func checkToken(tok fence.Token) error {
 	if err := tok.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	// The store keeps Raw and answers from the fields: they must be one
+	// token, or a fence would be one position in memory and another after a
+	// restart. (The signature was checked by whoever set Raw.)
+	if wire, err := fence.ParseUnverified(tok.Raw); err != nil || wire != tok {
+		return fmt.Errorf("%w: token fields do not match its wire form", ErrInvalid)
+	}
 	return nil
 }
 

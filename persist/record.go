@@ -107,7 +107,8 @@ type fenceJSON struct {
 // encodeFence encodes f for storage and remembers the result in fenceMemo,
 // so that the next read of a just-raised fence is not a decode. Only a token
 // that carries its wire form is remembered: its fields are what Sign or
-// Verify decoded from Raw, which is what decoding the stored bytes gives.
+// Verify decoded from Raw (checkToken holds every stored token to that),
+// which is what decoding the stored bytes gives.
 func encodeFence(f Fence) ([]byte, error) {
 	ms := f.RaisedAt.UnixMilli()
 	b, err := json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: ms})
@@ -131,8 +132,8 @@ var fenceMemo = struct {
 	m map[string]Fence
 }{m: map[string]Fence{}}
 
-// fenceMemoMax bounds fenceMemo: about 2 MiB of stored bytes and fences at
-// the most.
+// fenceMemoMax bounds fenceMemo: with a token of about 1 KiB (stored bytes
+// and Raw), about 8 MiB at the most.
 const fenceMemoMax = 4096
 
 // decodeFence decodes a stored fence of a device or domain (name, for the
