@@ -97,7 +97,7 @@ func splitWire(s string) (body, sig []byte, err error) {
 	if !ok {
 		return nil, nil, ErrPrefix
 	}
-	if i := strings.IndexFunc(rest, notWireRune); i >= 0 {
+	if i := indexNotWire(rest); i >= 0 {
 		// base64 decoders skip CR and LF; refuse them so one token has one spelling.
 		return nil, nil, fmt.Errorf("%w: byte 0x%02x at %d", ErrBase64, rest[i], len(WirePrefix)+i)
 	}
@@ -146,9 +146,24 @@ func encodeWire(body, sig []byte) string {
 	return sb.String()
 }
 
-// notWireRune reports characters that cannot occur after the prefix: anything
-// but the base64url alphabet and the '.' separator, which together are exactly
-// the id alphabet [A-Za-z0-9._-].
-func notWireRune(r rune) bool {
-	return r >= 0x80 || !idByte(byte(r))
+// wireBytes marks the bytes that may occur after the prefix: the base64url
+// alphabet and the '.' separator, which together are exactly the id
+// alphabet [A-Za-z0-9._-].
+var wireBytes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = idByte(byte(c))
+	}
+	return t
+}()
+
+// indexNotWire returns the index of the first byte of s that cannot occur
+// after the prefix, or -1 (a byte scan: every token is checked on every
+// command, and a rune decode per byte cost more than the rest of parsing).
+func indexNotWire(s string) int {
+	for i := 0; i < len(s); i++ {
+		if !wireBytes[s[i]] {
+			return i
+		}
+	}
+	return -1
 }
