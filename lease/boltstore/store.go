@@ -200,12 +200,9 @@ func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
 func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease.Record, error) {
 	next := rec
 	next.Version++
-	v, err := json.Marshal(next)
-	if err != nil {
-		return lease.Record{}, fmt.Errorf("encode %s: %w", domain, err)
-	}
+	v := next.AppendJSON(nil) // json.Marshal(next), without reflection
 	conflict := false
-	err = s.w.Submit(ctx, domain, func(tx *groupcommit.Tx) (bool, error) {
+	err := s.w.Submit(ctx, domain, func(tx *groupcommit.Tx) (bool, error) {
 		cur, err := storedVersion(tx, domain)
 		if err != nil {
 			return false, err

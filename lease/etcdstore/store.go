@@ -395,8 +395,7 @@ func (k keys) domain(name string) string { return k.prefix + "domains/" + name }
 // encode stores rec without its Version (the key's ModRevision is).
 func encode(rec lease.Record) (string, error) {
 	rec.Version = 0
-	b, err := json.Marshal(rec)
-	return string(b), err
+	return string(rec.AppendJSON(nil)), nil
 }
 
 func decode(domain string, v []byte, modRev int64) (lease.Record, error) {
