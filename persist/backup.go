@@ -67,7 +67,7 @@ func summarize(tx *bolt.Tx, sum *Summary) error {
 	}
 	sum.Schema = string(meta.Get(keySchema))
 	err := tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
-		f, err := decodeFence(string(k), v)
+		f, err := decodeFence(domainSlot(string(k)), v)
 		sum.Domains[string(k)] = f
 		return err
 	})

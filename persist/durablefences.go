@@ -28,7 +28,7 @@ type durableFence struct {
 func (d *durableFences) load(tx *groupcommit.Tx) error {
 	m := make(map[string]durableFence)
 	err := tx.Bucket(bucketDomains).ForEach(func(k, v []byte) error {
-		f, err := decodeFence(string(k), v)
+		f, err := decodeFence(domainSlot(string(k)), v)
 		m[string(k)] = durableFence{f: f, err: err}
 		return nil
 	})
@@ -49,7 +49,7 @@ func (d *durableFences) onDurable(bucket, key, value []byte) {
 		delete(d.m, string(key))
 		return
 	}
-	f, err := decodeFence(string(key), value)
+	f, err := decodeFence(domainSlot(string(key)), value)
 	d.m[string(key)] = durableFence{f: f, err: err}
 }
 

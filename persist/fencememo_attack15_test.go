@@ -150,11 +150,11 @@ func TestAttack15MemoExactForGenuineTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := encodeFence(Fence{Token: tok, RaisedAt: at})
+			b, err := encodeFence(domainSlot(dom), Fence{Token: tok, RaisedAt: at})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := decodeFence("d", b)
+			got, err := decodeFence(domainSlot(dom), b)
 			want, perr := parseFence("d", b)
 			if err != nil || perr != nil || got != want {
 				t.Fatalf("time %v domain %s: memo %+v (%v), parse %+v (%v)", at, dom, got, err, want, perr)
@@ -169,7 +169,7 @@ func TestAttack15MemoBoundedOnEncode(t *testing.T) {
 	s := testSigner(t)
 	tok := mustToken(t, s, "plant", 1, 1, "a")
 	for i := range 3*fenceMemoMax + 7 {
-		if _, err := encodeFence(Fence{Token: tok, RaisedAt: time.UnixMilli(int64(i))}); err != nil {
+		if _, err := encodeFence(deviceSlot(fmt.Sprint("d", i)), Fence{Token: tok, RaisedAt: time.UnixMilli(int64(i))}); err != nil {
 			t.Fatal(err)
 		}
 		if i%512 == 0 {

@@ -15,12 +15,12 @@ func TestDecodeFenceMemo(t *testing.T) {
 	s := testSigner(t)
 	for i := range 3 {
 		f := Fence{Token: mustToken(t, s, "plant", 1, uint64(i+1), "a"), RaisedAt: time.UnixMilli(int64(1000 + i))}
-		b, err := encodeFence(f)
+		b, err := encodeFence(deviceSlot("d1"), f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 2 { // the second read comes from the memo
-			got, err := decodeFence("d1", b)
+			got, err := decodeFence(deviceSlot("d1"), b)
 			want, perr := parseFence("d1", b)
 			if err != nil || perr != nil || got != want || got.Token.Seq != uint64(i+1) || !got.RaisedAt.Equal(f.RaisedAt) {
 				t.Fatalf("read %d: got %+v, %v; parse gives %+v, %v", i, got, err, want, perr)
@@ -29,13 +29,14 @@ func TestDecodeFenceMemo(t *testing.T) {
 	}
 	bad := []byte(`{"token":"fg1.garbage","raised_at":1}`)
 	for range 2 {
-		if _, err := decodeFence("d1", bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := decodeFence(deviceSlot("d1"), bad); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("corrupt fence: err %v, want ErrCorrupt", err)
 		}
 	}
-	for i := range fenceMemoMax + 10 {
-		b := []byte(fmt.Sprintf(`{"token":%q,"raised_at":%d}`, mustToken(t, s, "plant", 1, 1, "a").Raw, i))
-		if _, err := decodeFence("d1", b); err != nil {
+	raw := mustToken(t, s, "plant", 1, 1, "a").Raw
+	for i := range fenceMemoMax + 10 { // a slot each: one entry per slot
+		b := []byte(fmt.Sprintf(`{"token":%q,"raised_at":%d}`, raw, i))
+		if _, err := decodeFence(deviceSlot(fmt.Sprint("d", i)), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,23 +63,59 @@ func TestEncodeFenceRemembersDecodedForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := Fence{Token: verified, RaisedAt: time.Now()}
-	b, err := encodeFence(f)
+	b, err := encodeFence(domainSlot("plant"), f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fenceMemo.Lock()
-	memo, ok := fenceMemo.m[string(b)]
+	memo, ok := fenceMemo.m[domainSlot("plant")]
 	fenceMemo.Unlock()
 	want, perr := parseFence("d1", b)
-	if !ok || perr != nil || memo != want {
+	if !ok || perr != nil || memo.f != want || memo.stored != string(b) {
 		t.Fatalf("memo after encode %+v (present %v); parse gives %+v, %v", memo, ok, want, perr)
 	}
 	noWire := Fence{Token: fence.Token{Domain: "plant", Epoch: 1, Seq: 1, Holder: "a", TTLms: 1}, RaisedAt: time.UnixMilli(5)}
-	b, err = encodeFence(noWire)
+	b, err = encodeFence(deviceSlot("d2"), noWire)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeFence("d1", b); !errors.Is(err, ErrCorrupt) {
+	if _, err := decodeFence(deviceSlot("d2"), b); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("fence without a wire form: err %v, want ErrCorrupt", err)
+	}
+}
+
+// The memo keeps one entry per slot: raising a fence replaces its slot's
+// entry (dead fences do not pile up until the bound), a device and a
+// domain of the same name keep an entry each, and reading bytes other than
+// the slot's last ones decodes them (and answers them, not the entry).
+func TestFenceMemoKeepsOneEntryPerSlot(t *testing.T) {
+	fenceMemo.Lock()
+	clear(fenceMemo.m)
+	fenceMemo.Unlock()
+	s := testSigner(t)
+	var last []byte
+	for seq := range uint64(50) {
+		for _, slot := range []fenceSlot{deviceSlot("x"), domainSlot("x")} {
+			b, err := encodeFence(slot, Fence{Token: mustToken(t, s, "x", 1, seq+1, "a"), RaisedAt: time.UnixMilli(int64(seq))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = b
+		}
+	}
+	fenceMemo.Lock()
+	n := len(fenceMemo.m)
+	dev, dom := fenceMemo.m[deviceSlot("x")], fenceMemo.m[domainSlot("x")]
+	fenceMemo.Unlock()
+	if n != 2 || dev.f.Token.Seq != 50 || dom.f.Token.Seq != 50 {
+		t.Fatalf("after 50 raises of a device and a domain: %d entries, seqs %d/%d", n, dev.f.Token.Seq, dom.f.Token.Seq)
+	}
+	older := []byte(fmt.Sprintf(`{"token":%q,"raised_at":7}`, mustToken(t, s, "x", 1, 3, "a").Raw))
+	got, err := decodeFence(domainSlot("x"), older)
+	if err != nil || got.Token.Seq != 3 || got.RaisedAt.UnixMilli() != 7 {
+		t.Fatalf("older bytes in a remembered slot: %+v, %v; want seq 3 raised at 7", got, err)
+	}
+	if got, err := decodeFence(deviceSlot("x"), last); err != nil || got.Token.Seq != 50 {
+		t.Fatalf("device slot after its domain namesake was read: %+v, %v", got, err)
 	}
 }

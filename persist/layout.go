@@ -174,12 +174,12 @@ func getFence(tx *groupcommit.Tx, device string) (Fence, bool, error) {
 	if v == nil {
 		return Fence{}, false, nil
 	}
-	f, err := decodeFence(device, v)
+	f, err := decodeFence(deviceSlot(device), v)
 	return f, err == nil, err
 }
 
 func putFence(tx *groupcommit.Tx, device string, f Fence) error {
-	v, err := encodeFence(f)
+	v, err := encodeFence(deviceSlot(device), f)
 	if err != nil {
 		return fmt.Errorf("fence %q: %w", device, err)
 	}
@@ -205,12 +205,12 @@ func getDomainFence(tx *groupcommit.Tx, domain string) (Fence, bool, error) {
 	if v == nil {
 		return Fence{}, false, nil
 	}
-	f, err := decodeFence(domain, v)
+	f, err := decodeFence(domainSlot(domain), v)
 	return f, err == nil, err
 }
 
 func putDomainFence(tx *groupcommit.Tx, domain string, f Fence) error {
-	v, err := encodeFence(f)
+	v, err := encodeFence(domainSlot(domain), f)
 	if err != nil {
 		return fmt.Errorf("domain fence %q: %w", domain, err)
 	}
@@ -225,7 +225,7 @@ func putDomainFence(tx *groupcommit.Tx, domain string, f Fence) error {
 // only device fences.
 func migrateDomainFences(tx *groupcommit.Tx) error {
 	return tx.Bucket(bucketFences).ForEach(func(k, v []byte) error {
-		f, err := decodeFence(string(k), v)
+		f, err := decodeFence(deviceSlot(string(k)), v)
 		if err != nil {
 			return err
 		}

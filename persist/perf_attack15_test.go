@@ -305,7 +305,12 @@ func TestAttack15MemoChurnDuringFenceRaises(t *testing.T) {
 				default:
 				}
 				b := []byte(fmt.Sprintf(`{"token":%q,"raised_at":%d}`, churnTok.Raw, g*1_000_000+i))
-				f, err := decodeFence("churn", b)
+				// the slot the stores read, or a new one each time (clears)
+				slot := domainSlot("plant")
+				if i%2 == 1 {
+					slot = deviceSlot(fmt.Sprint("churn", g, "-", i))
+				}
+				f, err := decodeFence(slot, b)
 				if err != nil || f.RaisedAt.UnixMilli() != int64(g*1_000_000+i) || f.Token != churnTok {
 					churnErr.Store(fmt.Sprintf("churn decode %d/%d: %+v %v", g, i, f, err))
 					return

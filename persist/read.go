@@ -1,9 +1,10 @@
 package persist
 
 import (
-	"github.com/fencegate/fencegate/fence"
+	"bytes"
 	"time"
 
+	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/groupcommit"
 )
 
@@ -30,9 +31,13 @@ func (s *Store) Fences() (map[string]Fence, error) { return s.readFences(bucketF
 // readFences returns every fence stored in bucket, by key.
 func (s *Store) readFences(bucket []byte) (map[string]Fence, error) {
 	out := make(map[string]Fence)
+	slot := deviceSlot
+	if bytes.Equal(bucket, bucketDomains) {
+		slot = domainSlot
+	}
 	err := s.view(func(tx *groupcommit.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			f, err := decodeFence(string(k), v)
+			f, err := decodeFence(slot(string(k)), v)
 			if err != nil {
 				return err
 			}

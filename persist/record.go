@@ -3,6 +3,7 @@ package persist
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,63 +105,90 @@ type fenceJSON struct {
 	RaisedAt int64  `json:"raised_at"`
 }
 
-// encodeFence encodes f for storage and remembers the result in fenceMemo,
-// so that the next read of a just-raised fence is not a decode. Only a token
-// that carries its wire form is remembered: its fields are what Sign or
-// Verify decoded from Raw (checkToken holds every stored token to that),
-// which is what decoding the stored bytes gives.
-func encodeFence(f Fence) ([]byte, error) {
+// encodeFence encodes f, the fence kept in slot, for storage and remembers
+// the result in fenceMemo, so that the next read of a just-raised fence is
+// not a decode. Only a token that carries its wire form is remembered: its
+// fields are what Sign or Verify decoded from Raw (checkToken holds every
+// stored token to that), which is what decoding the stored bytes gives.
+func encodeFence(slot fenceSlot, f Fence) ([]byte, error) {
 	ms := f.RaisedAt.UnixMilli()
 	b, err := json.Marshal(fenceJSON{Token: f.Token.Raw, RaisedAt: ms})
 	if err == nil && f.Token.Raw != "" {
-		rememberFence(b, Fence{Token: f.Token, RaisedAt: time.UnixMilli(ms)})
+		rememberFence(slot, b, Fence{Token: f.Token, RaisedAt: time.UnixMilli(ms)})
 	}
 	return b, err
 }
 
-// fenceMemo remembers decoded fences by their stored bytes. A fence is
-// read several times per command — the device's and the domain's in
-// Accept, the domain's in every DomainFence — and its bytes change only
-// when it is raised, while decoding (JSON, then the token's wire form)
-// costs microseconds each time. A fence is a pure function of its bytes
-// (Fence holds values and strings only), so a hit returns exactly what
-// decoding would; errors are not remembered. The memo is bounded: when
-// full it starts over, so with more live fences than it holds it only
+// fenceSlot names where a fence is stored: a device's record or a domain's
+// fence (the two are kept apart, since a device and its domain often share
+// a name).
+type fenceSlot struct {
+	domain bool
+	name   string
+}
+
+func deviceSlot(device string) fenceSlot { return fenceSlot{name: device} }
+func domainSlot(domain string) fenceSlot { return fenceSlot{domain: true, name: domain} }
+
+// fenceMemo remembers, for each slot, the stored bytes last seen there and
+// their decoded fence. A fence is read several times per command — the
+// device's and the domain's in Accept, the domain's in every DomainFence —
+// and its bytes change only when it is raised, while decoding (JSON, then
+// the token's wire form) costs microseconds each time. A hit requires the
+// very bytes being read, and a fence is a pure function of its bytes (Fence
+// holds values and strings only), so a hit returns exactly what decoding
+// would — whichever store or slot remembered it; errors are not
+// remembered. One entry per slot: a raise replaces its slot's entry, so
+// the memo holds live fences only, and an agent's working set (two per
+// device with a domain each) fits up to 16,384 devices. It is bounded:
+// when full it starts over, so with more live fences than it holds it only
 // costs a map lookup per read.
 var fenceMemo = struct {
 	sync.Mutex
-	m map[string]Fence
-}{m: map[string]Fence{}}
+	m map[fenceSlot]memoFence
+}{m: map[fenceSlot]memoFence{}}
 
-// fenceMemoMax bounds fenceMemo: with a token of about 1 KiB (stored bytes
-// and Raw), about 8 MiB at the most.
-const fenceMemoMax = 4096
+type memoFence struct {
+	stored string // the stored bytes
+	f      Fence  // what they decode to; f.Token.Raw shares stored's memory
+}
 
-// decodeFence decodes a stored fence of a device or domain (name, for the
-// error), from fenceMemo when these bytes were decoded before.
-func decodeFence(name string, b []byte) (Fence, error) {
+// fenceMemoMax bounds fenceMemo: an entry takes about 0.5 KiB with a
+// typical token and at most about 1 KiB (stored bytes 525, shared with the
+// decoded Raw; domain, holder and slot name 128 each), so 16 MiB typically
+// and 32 MiB at the most.
+const fenceMemoMax = 1 << 15
+
+// decodeFence decodes the stored fence b of slot (its name is for the
+// error), from fenceMemo when b is what the slot last held.
+func decodeFence(slot fenceSlot, b []byte) (Fence, error) {
 	fenceMemo.Lock()
-	f, ok := fenceMemo.m[string(b)]
+	e, ok := fenceMemo.m[slot]
 	fenceMemo.Unlock()
-	if ok {
-		return f, nil
+	if ok && e.stored == string(b) {
+		return e.f, nil
 	}
-	f, err := parseFence(name, b)
+	f, err := parseFence(slot.name, b)
 	if err != nil {
 		return Fence{}, err
 	}
-	rememberFence(b, f)
+	rememberFence(slot, b, f)
 	return f, nil
 }
 
-// rememberFence records that the stored bytes b decode to f.
-func rememberFence(b []byte, f Fence) {
+// rememberFence records that slot holds the stored bytes b, which decode
+// to f.
+func rememberFence(slot fenceSlot, b []byte, f Fence) {
+	stored := string(b)
+	if i := strings.Index(stored, f.Token.Raw); i >= 0 && f.Token.Raw != "" {
+		f.Token.Raw = stored[i : i+len(f.Token.Raw)] // same bytes, one copy kept
+	}
 	fenceMemo.Lock()
-	if len(fenceMemo.m) >= fenceMemoMax {
+	defer fenceMemo.Unlock()
+	if _, had := fenceMemo.m[slot]; !had && len(fenceMemo.m) >= fenceMemoMax {
 		clear(fenceMemo.m)
 	}
-	fenceMemo.m[string(b)] = f
-	fenceMemo.Unlock()
+	fenceMemo.m[slot] = memoFence{stored: stored, f: f}
 }
 
 func parseFence(device string, b []byte) (Fence, error) {
