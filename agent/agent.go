@@ -70,8 +70,7 @@ func New(cfg Config, log *slog.Logger) (_ *Agent, err error) {
 	m := newMetrics()
 	topics := protocol.Topics{Prefix: cfg.MQTT.Prefix}
 	a.env = &env{topics: topics, m: m, agentID: cfg.Agent.ID, maxPayload: cfg.Limits.MaxPayload, fatal: a.fail,
-		replies:  protocol.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes},
-		deciders: newWorkers(workerIdleFor), appliers: newWorkers(workerIdleFor)}
+		replies: protocol.ReplyRule{Topics: topics, Prefixes: cfg.MQTT.ReplyPrefixes}}
 	if a.env.keys, err = loadKeys(cfg.Trust.Keys, verifiedCacheSize(cfg)); err != nil {
 		return nil, err
 	}
@@ -295,8 +294,6 @@ func (a *Agent) drainWorkers() {
 		d.applyQ.close()
 	}
 	a.env.appliers.Wait()
-	a.env.deciders.stop()
-	a.env.appliers.stop()
 }
 
 // closeAll closes drivers, the broker, the HTTP listener and the store, in

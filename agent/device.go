@@ -49,7 +49,7 @@ type env struct {
 	maxPayload int
 	fatal      func(error) // reports a store failure; the agent stops
 
-	deciders, appliers *workers // run the decide and apply workers of every device
+	deciders, appliers sync.WaitGroup // running decide and apply workers of every device
 }
 
 // publisher sends MQTT messages without blocking the caller for long.
