@@ -51,7 +51,7 @@ const burstPause = 250 * time.Millisecond
 // starts them anew): every command is answered applied and each
 // device applied its commands exactly once in publish (accept) order. A
 // stop then leaves no worker goroutine.
-func TestAttack20AgentBurstsAcrossIdleTimeoutInAcceptOrder(t *testing.T) {
+func TestAttack20AgentBurstsAcrossWorkerEndsInAcceptOrder(t *testing.T) {
 	h := newHarness(t)
 	devs := []string{"d0", "d1", "d2", "d3"}
 	for _, id := range devs {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -225,14 +226,7 @@ func TestAttack19DeviceAndDomainSameName(t *testing.T) {
 	verify := func(s *Store, when string) {
 		t.Helper()
 		for i := 0; i < 3; i++ {
-			devs, err := s.Fences()
-			if err != nil {
-				t.Fatal(err)
-			}
-			doms, err := s.DomainFences()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, doms, devs := a19Seqs(t, s, "pump")
 			a19Exact(t, when+": device pump", devs["pump"].Token, plant)
 			a19Exact(t, when+": device plant", devs["plant"].Token, plant)
 			a19Exact(t, when+": domain pump", doms["pump"].Token, pump)
@@ -295,7 +289,7 @@ func TestAttack19RawIsTheWireToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k, tok := range want {
-			if dev, ok := cutPrefix(k, "device "); ok {
+			if dev, ok := strings.CutPrefix(k, "device "); ok {
 				a19Exact(t, when+" "+k, devs[dev].Token, tok)
 				continue
 			}
@@ -319,13 +313,6 @@ func TestAttack19RawIsTheWireToken(t *testing.T) {
 	}
 	s = mustOpenPath(t, path, opts)
 	read("reopened")
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
 }
 
 // Concurrent raisers (Accepts on 8 devices of one domain, and Raises),

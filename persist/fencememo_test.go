@@ -93,21 +93,29 @@ func TestFenceMemoKeepsOneEntryPerSlot(t *testing.T) {
 	clear(fenceMemo.m)
 	fenceMemo.Unlock()
 	s := testSigner(t)
-	var last []byte
+	stored := map[fenceSlot][]byte{}
 	for seq := range uint64(50) {
-		for _, slot := range []fenceSlot{deviceSlot("x"), domainSlot("x")} {
-			b, err := encodeFence(slot, Fence{Token: mustToken(t, s, "x", 1, seq+1, "a"), RaisedAt: time.UnixMilli(int64(seq))})
+		for i, slot := range []fenceSlot{deviceSlot("x"), domainSlot("x")} {
+			// the two slots' bytes differ (raise times), so an entry shared
+			// by both would hold one of them only
+			b, err := encodeFence(slot, Fence{Token: mustToken(t, s, "x", 1, seq+1, "a"), RaisedAt: time.UnixMilli(int64(2*seq) + int64(i))})
 			if err != nil {
 				t.Fatal(err)
 			}
-			last = b
+			stored[slot] = b
 		}
+	}
+	entry := func(slot fenceSlot) memoFence {
+		fenceMemo.Lock()
+		defer fenceMemo.Unlock()
+		return fenceMemo.m[slot]
 	}
 	fenceMemo.Lock()
 	n := len(fenceMemo.m)
-	dev, dom := fenceMemo.m[deviceSlot("x")], fenceMemo.m[domainSlot("x")]
 	fenceMemo.Unlock()
-	if n != 2 || dev.f.Token.Seq != 50 || dom.f.Token.Seq != 50 {
+	dev, dom := entry(deviceSlot("x")), entry(domainSlot("x"))
+	if n != 2 || dev.f.Token.Seq != 50 || dom.f.Token.Seq != 50 ||
+		dev.stored != string(stored[deviceSlot("x")]) || dom.stored != string(stored[domainSlot("x")]) {
 		t.Fatalf("after 50 raises of a device and a domain: %d entries, seqs %d/%d", n, dev.f.Token.Seq, dom.f.Token.Seq)
 	}
 	older := []byte(fmt.Sprintf(`{"token":%q,"raised_at":7}`, mustToken(t, s, "x", 1, 3, "a").Raw))
@@ -115,7 +123,10 @@ func TestFenceMemoKeepsOneEntryPerSlot(t *testing.T) {
 	if err != nil || got.Token.Seq != 3 || got.RaisedAt.UnixMilli() != 7 {
 		t.Fatalf("older bytes in a remembered slot: %+v, %v; want seq 3 raised at 7", got, err)
 	}
-	if got, err := decodeFence(deviceSlot("x"), last); err != nil || got.Token.Seq != 50 {
-		t.Fatalf("device slot after its domain namesake was read: %+v, %v", got, err)
+	if dom := entry(domainSlot("x")); dom.stored != string(older) || dom.f.Token.Seq != 3 {
+		t.Fatalf("the domain's entry after reading older bytes: seq %d, want 3 (the bytes last read)", dom.f.Token.Seq)
+	}
+	if dev := entry(deviceSlot("x")); dev.stored != string(stored[deviceSlot("x")]) || dev.f.Token.Seq != 50 {
+		t.Fatalf("the device's entry after its domain namesake was read: seq %d, want 50 (untouched)", dev.f.Token.Seq)
 	}
 }
