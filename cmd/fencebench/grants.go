@@ -66,6 +66,17 @@ func (s *suite) measureGrants(ctx context.Context) error {
 	return nil
 }
 
+// runGrants measures and prints the controller's grant lines alone, in a
+// scratch directory of cfg.dir.
+func runGrants(ctx context.Context, cfg goalsConfig) (err error) {
+	s := &suite{cfg: cfg, res: map[key]*stats{}}
+	if s.dir, err = os.MkdirTemp(cfg.dir, "fencebench-"); err != nil {
+		return fmt.Errorf("scratch directory: %w", err)
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(s.dir)) }()
+	return s.measureGrants(ctx)
+}
+
 // grantRun runs n domains' grants for d on a new bbolt store in the
 // scratch directory, which it removes afterwards.
 func (s *suite) grantRun(ctx context.Context, n int, d time.Duration) (_ benchload.Result, err error) {
