@@ -27,7 +27,7 @@ func (r Record) AppendJSON(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = q.appendJSON(b)
+			b = q.AppendJSON(b)
 		}
 		b = append(b, ']')
 	}
@@ -63,7 +63,8 @@ func (l *LeaseRecord) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (q RequestRecord) appendJSON(b []byte) []byte {
+// AppendJSON appends q's JSON form to b: exactly json.Marshal(q).
+func (q RequestRecord) AppendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, q.ID)
 	b = append(b, `,"holder":`...)

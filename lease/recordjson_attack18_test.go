@@ -2,12 +2,14 @@ package lease_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,24 @@ func a18Record(t *rapid.T) lease.Record {
 			AtMs:  rapid.OneOf(rapid.Int64(), rapid.SampledFrom([]int64{math.MinInt64, -1, 0, math.MaxInt64})).Draw(t, fmt.Sprint("at", i)),
 			TTLms: a18Uint().Draw(t, fmt.Sprint("qt", i))})
 	}
+	// lease.Record: requests ascend strictly by seq.
+	slices.SortStableFunc(r.Requests, func(a, b lease.RequestRecord) int { return cmp.Compare(a.Seq, b.Seq) })
+	r.Requests = slices.CompactFunc(r.Requests, func(a, b lease.RequestRecord) bool { return a.Seq == b.Seq })
 	return r
+}
+
+// a18Successor makes next's requests a legal successor of prev's: a
+// request under a seq prev also has is prev's, unchanged (lease.Record:
+// an entry never changes once stored, only drops out).
+func a18Successor(prev, next lease.Record) lease.Record {
+	for i, q := range next.Requests {
+		for _, p := range prev.Requests {
+			if p.Seq == q.Seq {
+				next.Requests[i] = p
+			}
+		}
+	}
+	return next
 }
 
 // A record of valid UTF-8 strings and any numbers survives a real bbolt
@@ -92,6 +111,7 @@ func TestAttack18RecordRoundTripsThroughBoltstore(t *testing.T) {
 		if _, err := st.Put(ctx, domain, first); err == nil { // stale version 0 again
 			rt.Fatalf("a second put at version 0 was not a conflict")
 		}
+		second = a18Successor(first, second)
 		second.Version = put.Version
 		put2, err := st.Put(ctx, domain, second)
 		if err != nil {

@@ -46,7 +46,11 @@ type Record struct {
 	// here until the next acquire replaces it.
 	Lease *LeaseRecord `json:"lease,omitempty"`
 	// Requests are the recent acquire request ids, oldest first, kept for
-	// idempotent retries (see retention in acquire.go).
+	// idempotent retries (see retention in acquire.go). Their Seqs ascend
+	// strictly (each is its grant's own seq), and an entry is never
+	// changed once stored, only dropped: a store may keep the entries
+	// apart from the record and write only the ones a Put adds or drops
+	// (boltstore does), so a grant costs the same however many are kept.
 	Requests []RequestRecord `json:"requests,omitempty"`
 }
 
