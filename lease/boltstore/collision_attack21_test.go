@@ -9,6 +9,16 @@ import (
 	"github.com/fencegate/fencegate/lease"
 )
 
+// a21MixSeq is the first summary's mix, SplitMix64's finalizer: the
+// store summed it over a run's seqs.
+func a21MixSeq(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
 // a21Inverse returns the inverse of odd a modulo 2^64 (Newton's iteration).
 func a21Inverse(a uint64) uint64 {
 	x := a
@@ -27,7 +37,7 @@ func a21UnxorShift(x uint64, s uint) uint64 {
 	return y
 }
 
-// a21Unmix inverts mixSeq: SplitMix64's finalizer is a bijection, and
+// a21Unmix inverts a21MixSeq: SplitMix64's finalizer is a bijection, and
 // each of its steps is undone in closed form.
 func a21Unmix(y uint64) uint64 {
 	y = a21UnxorShift(y, 31)
@@ -38,11 +48,12 @@ func a21Unmix(y uint64) uint64 {
 }
 
 // TestAttack21SummaryCollisionKeepsDroppedRequests: the fast path of
-// syncRequests proves "the rest of want is what is stored" by the count
-// and a plain sum of mixSeq over the seqs. mixSeq is invertible, so two
+// syncRequests proves "the rest of want is what is stored" by the run's
+// summary. The first summary was the count and a plain sum of
+// a21MixSeq over the seqs (it failed this test). a21MixSeq is invertible, so two
 // different seq sets with the same count and sum take one line to build:
-// {c, d} with mixSeq(c)+mixSeq(d) == mixSeq(1)+mixSeq(2), here c =
-// 32961091 and d = a21Unmix(target-mixSeq(c)) = 837771122101 (found by
+// {c, d} with a21MixSeq(c)+mixSeq(d) == mixSeq(1)+mixSeq(2), here c =
+// 32961091 and d = a21Unmix(target-a21MixSeq(c)) = 837771122101 (found by
 // walking c up from 3 until d fell below the top, 2^40).
 //
 // Stored: requests {1, 2, 2^40}. Put: requests {c, d, 2^40} — two
@@ -55,9 +66,9 @@ func a21Unmix(y uint64) uint64 {
 // after a reopen.
 func TestAttack21SummaryCollisionKeepsDroppedRequests(t *testing.T) {
 	const c, top = 32961091, 1 << 40
-	target := mixSeq(1) + mixSeq(2)
-	d := a21Unmix(target - mixSeq(c))
-	if mixSeq(c)+mixSeq(d) != target || d != 837771122101 || !(c < d && d < top) {
+	target := a21MixSeq(1) + a21MixSeq(2)
+	d := a21Unmix(target - a21MixSeq(c))
+	if a21MixSeq(c)+a21MixSeq(d) != target || d != 837771122101 || !(c < d && d < top) {
 		t.Fatalf("collision not as computed: c %d d %d", c, d)
 	}
 	ctx := context.Background()

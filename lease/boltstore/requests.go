@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,10 @@ var bucketRequests = []byte("requests")
 // ErrRequestOrder: a Put whose record's requests do not ascend strictly by
 // seq, which lease.Record promises and this layout's keys rely on.
 var ErrRequestOrder = errors.New("boltstore: requests not in strictly ascending seq order")
+
+// ErrEmptyDomain: a Put with an empty domain name, which has no key in
+// bbolt; the Put changes nothing.
+var ErrEmptyDomain = errors.New("boltstore: put: empty domain name")
 
 // requestPrefix is the start of every key of domain's requests.
 func requestPrefix(domain string) []byte {
@@ -91,8 +96,8 @@ func requestSeq(k, prefix []byte) (uint64, error) {
 // oldest mostly; so syncRequests reads the summary and the top stored
 // seq, takes want's requests above the top as the new ones, and walks the
 // stored ones from the bottom only until it has found as many drops as
-// the count implies. The summary's sum then proves that the rest of want
-// is what is stored. Whatever does not add up falls back to reading every
+// the count implies. The summary's digest then proves that the rest of
+// want is what is stored. Whatever does not add up falls back to reading every
 // key (syncAll), which is right for any want.
 func syncRequests(b *groupcommit.Bucket, prefix []byte, want []lease.RequestRecord) error {
 	stored, top, err := requestRun(b, prefix)
@@ -104,7 +109,7 @@ func syncRequests(b *groupcommit.Bucket, prefix []byte, want []lease.RequestReco
 		kept++
 	}
 	drops, ok := dropsFromBottom(b, prefix, want[:kept], int(stored.count)-kept)
-	if !ok || summaryOf(want[:kept]).plus(drops) != stored {
+	if !ok || summaryWith(want[:kept], drops) != stored {
 		return syncAll(b, prefix, want)
 	}
 	for _, seq := range drops {
@@ -121,39 +126,54 @@ func syncRequests(b *groupcommit.Bucket, prefix []byte, want []lease.RequestReco
 }
 
 // runSummary is the value of the key that starts a domain's run: the
-// number of requests stored after it and the sum of mixSeq over their
-// seqs, which a set of seqs other than the stored one matches only by a
-// 2^-64 chance.
-type runSummary struct{ count, sum uint64 }
-
-func summaryOf(reqs []lease.RequestRecord) runSummary {
-	s := runSummary{count: uint64(len(reqs))}
-	for _, q := range reqs {
-		s.sum += mixSeq(q.Seq)
-	}
-	return s
+// number of requests stored after it and the SHA-256 of their seqs in
+// ascending order (8 bytes each, big-endian). A set of seqs other than the
+// stored one matches it only by finding a SHA-256 collision, so a Put may
+// take a match as proof of what is stored. (A sum of mixed seqs, the first
+// summary, was cheaper to keep up but could be matched by a set built for
+// it: attack 21.)
+type runSummary struct {
+	count  uint64
+	digest [sha256.Size]byte
 }
 
-// plus returns s with seqs added.
-func (s runSummary) plus(seqs []uint64) runSummary {
-	for _, seq := range seqs {
-		s.count++
-		s.sum += mixSeq(seq)
+const summarySize = 8 + sha256.Size
+
+// summaryOf returns the summary of reqs (ascending); of none, the zero
+// summary, as requestRun returns when no key is stored.
+func summaryOf(reqs []lease.RequestRecord) runSummary {
+	if len(reqs) == 0 {
+		return runSummary{}
 	}
-	return s
+	buf := make([]byte, 0, 8*len(reqs))
+	for _, q := range reqs {
+		buf = binary.BigEndian.AppendUint64(buf, q.Seq)
+	}
+	return runSummary{count: uint64(len(reqs)), digest: sha256.Sum256(buf)}
+}
+
+// summaryWith returns the summary of kept and drops merged, both
+// ascending: the stored run a fast-path Put believes it found.
+func summaryWith(kept []lease.RequestRecord, drops []uint64) runSummary {
+	if len(kept)+len(drops) == 0 {
+		return runSummary{}
+	}
+	buf := make([]byte, 0, 8*(len(kept)+len(drops)))
+	i := 0
+	for _, q := range kept {
+		for ; i < len(drops) && drops[i] < q.Seq; i++ {
+			buf = binary.BigEndian.AppendUint64(buf, drops[i])
+		}
+		buf = binary.BigEndian.AppendUint64(buf, q.Seq)
+	}
+	for ; i < len(drops); i++ {
+		buf = binary.BigEndian.AppendUint64(buf, drops[i])
+	}
+	return runSummary{count: uint64(len(kept) + len(drops)), digest: sha256.Sum256(buf)}
 }
 
 func (s runSummary) encode() []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), s.count), s.sum)
-}
-
-// mixSeq is SplitMix64's finalizer: nearby seqs give unrelated values.
-func mixSeq(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, summarySize), s.count), s.digest[:]...)
 }
 
 // requestRun returns the summary of the requests under prefix and the top
@@ -164,10 +184,11 @@ func requestRun(b *groupcommit.Bucket, prefix []byte) (runSummary, uint64, error
 	if !bytes.Equal(k, prefix) {
 		return runSummary{}, 0, nil
 	}
-	if len(v) != 16 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > math.MaxInt32 {
+	if len(v) != summarySize || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > math.MaxInt32 {
 		return runSummary{}, 0, fmt.Errorf("%w: request summary %x under %x", lease.ErrCorrupt, v, prefix)
 	}
-	s := runSummary{count: binary.BigEndian.Uint64(v), sum: binary.BigEndian.Uint64(v[8:])}
+	s := runSummary{count: binary.BigEndian.Uint64(v)}
+	copy(s.digest[:], v[8:])
 	end := requestKey(prefix, math.MaxUint64)
 	if k, _ = c.Seek(end); !bytes.Equal(k, end) {
 		if k == nil {

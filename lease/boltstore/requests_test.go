@@ -250,6 +250,27 @@ func TestPutRefusesRequestsOutOfOrder(t *testing.T) {
 	}
 }
 
+// TestPutRefusesAnEmptyDomain: bbolt has no empty key, so a Put to ""
+// gets ErrEmptyDomain before it reaches the writer, and the store goes on
+// serving other domains.
+func TestPutRefusesAnEmptyDomain(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "leases.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(t.Context(), "", lease.Record{Seq: 1}); !errors.Is(err, ErrEmptyDomain) {
+		t.Fatalf("put to the empty domain: %v, want ErrEmptyDomain", err)
+	}
+	rec, err := st.Put(t.Context(), "d", lease.Record{Seq: 1, Requests: []lease.RequestRecord{{ID: "a", Seq: 1}}})
+	if err != nil {
+		t.Fatalf("put after the refused one: %v", err)
+	}
+	if got, err := st.Load(t.Context(), "d"); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Errorf("load d: %+v, %v; want %+v", got, err, rec)
+	}
+}
+
 // TestLoadRefusesRequestsThatMissTheirSummary: a request key deleted or
 // added behind the store's back makes Load (and Open's scan) report
 // lease.ErrCorrupt instead of a record with requests the controller

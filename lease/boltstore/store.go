@@ -222,6 +222,9 @@ func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
 // (lease.Record); if not, Put fails with ErrRequestOrder and writes
 // nothing.
 func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease.Record, error) {
+	if domain == "" {
+		return lease.Record{}, ErrEmptyDomain // bbolt keeps no empty key
+	}
 	if err := checkRequestOrder(rec.Requests); err != nil {
 		return lease.Record{}, fmt.Errorf("put %s: %w", domain, err)
 	}
