@@ -155,14 +155,7 @@ func TestSchema1FileMovesItsRequestsOut(t *testing.T) {
 	if _, err := st.Put(t.Context(), "pump", next); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.View(func(tx *bolt.Tx) error {
+	st = reopenAfter(t, st, path, func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketMeta).Get(keySchema); string(v) != "2" {
 			t.Errorf("schema %q after the move, want 2", v)
 		}
@@ -174,6 +167,26 @@ func TestSchema1FileMovesItsRequestsOut(t *testing.T) {
 		}
 		return nil
 	})
+	defer st.Close()
+	next.Version++
+	if got, err := st.Load(t.Context(), "pump"); err != nil || !reflect.DeepEqual(got, next) {
+		t.Fatalf("load after reopen: %+v, %v; want %+v", got, err, next)
+	}
+}
+
+// reopenAfter closes st, runs fn in an update transaction of the bare
+// bbolt file at path (to look at it, or to change it behind the store's
+// back), and opens the store again.
+func reopenAfter(t *testing.T, st *Store, path string, fn func(tx *bolt.Tx) error) *Store {
+	t.Helper()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -182,11 +195,7 @@ func TestSchema1FileMovesItsRequestsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	next.Version++
-	if got, err := st.Load(t.Context(), "pump"); err != nil || !reflect.DeepEqual(got, next) {
-		t.Fatalf("load after reopen: %+v, %v; want %+v", got, err, next)
-	}
+	return st
 }
 
 // writeSchema1 writes a lease store file as schema 1 did: meta (schema
@@ -293,22 +302,7 @@ func TestLoadRefusesRequestsThatMissTheirSummary(t *testing.T) {
 			if _, err := st.Put(t.Context(), "d", rec); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Close(); err != nil {
-				t.Fatal(err)
-			}
-			db, err := bolt.Open(path, 0o600, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = db.Update(func(tx *bolt.Tx) error { return tamper(tx.Bucket(bucketRequests)) })
-			db.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err = Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st = reopenAfter(t, st, path, func(tx *bolt.Tx) error { return tamper(tx.Bucket(bucketRequests)) })
 			defer st.Close()
 			if _, err := st.Load(t.Context(), "d"); !errors.Is(err, lease.ErrCorrupt) {
 				t.Errorf("load: %v, want lease.ErrCorrupt", err)

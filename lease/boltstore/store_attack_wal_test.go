@@ -14,21 +14,6 @@ import (
 	"github.com/fencegate/fencegate/lease/boltstore"
 )
 
-func walCopy(t *testing.T, path, dir string) string {
-	t.Helper()
-	dst := filepath.Join(dir, "leases.db")
-	for _, p := range [][2]string{{path, dst}, {boltstore.LogPath(path), boltstore.LogPath(dst)}} {
-		b, err := os.ReadFile(p[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p[1], b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 // TestAttackWALRestoredBackupSeqGoesBack: the controller's restore
 // procedure (Backup, put the copy in place, BumpEpoch, start) leaves the
 // live leases.db.wal beside the copy. The restored store's first open
@@ -67,7 +52,7 @@ func TestAttackWALRestoredBackupSeqGoesBack(t *testing.T) {
 	}
 	put(live, 12) // version 3: next generation, seq 0
 	put(live, 13) // version 4: next generation, seq 1
-	crashed := walCopy(t, livePath, t.TempDir())
+	crashed := boltstore.CrashImage(t, livePath)
 
 	restored := filepath.Join(filepath.Dir(crashed), "leases.db")
 	if err := os.WriteFile(restored, backup.Bytes(), 0o600); err != nil {
@@ -84,7 +69,7 @@ func TestAttackWALRestoredBackupSeqGoesBack(t *testing.T) {
 		t.Fatalf("restored record %+v %v, want the backup's version 1 seq 10", rec, err)
 	}
 	put(r, 50) // version 2, same length as the live timeline's version-3 record
-	again := walCopy(t, restored, t.TempDir())
+	again := boltstore.CrashImage(t, restored)
 	r.Close()
 
 	s, err := boltstore.Open(again, boltstore.Options{})
