@@ -97,8 +97,11 @@ func requestSeq(k, prefix []byte) (uint64, error) {
 // seq, takes want's requests above the top as the new ones, and walks the
 // stored ones from the bottom only until it has found as many drops as
 // the count implies. The summary's digest then proves that the rest of
-// want is what is stored. Whatever does not add up falls back to reading every
-// key (syncAll), which is right for any want.
+// want is what is stored. Whatever does not add up falls back to reading
+// every key (syncAll), which is right for any want. Both paths run in the
+// store's single writer: the two SHA-256 of at most 2 KiB each cost a
+// grant about 5 µs of its 70–160 (crypto/sha256's Hash1K benchmark: 1.2
+// µs per KiB on the reference machine).
 func syncRequests(b *groupcommit.Bucket, prefix []byte, want []lease.RequestRecord) error {
 	stored, top, err := requestRun(b, prefix)
 	if err != nil {

@@ -220,7 +220,7 @@ func (s *Store) Load(_ context.Context, domain string) (lease.Record, error) {
 // domain's stored requests in line with rec's, writing only the ones
 // added or dropped. rec's requests must ascend strictly by seq
 // (lease.Record); if not, Put fails with ErrRequestOrder and writes
-// nothing.
+// nothing. An empty domain fails with ErrEmptyDomain and writes nothing.
 func (s *Store) Put(ctx context.Context, domain string, rec lease.Record) (lease.Record, error) {
 	if domain == "" {
 		return lease.Record{}, ErrEmptyDomain // bbolt keeps no empty key
