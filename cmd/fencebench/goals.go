@@ -20,7 +20,9 @@ type goalsConfig struct {
 	quick   bool   // fewer commands per measurement: the whole suite in minutes
 	runs    int    // measurements per figure; the median is printed
 	devices []int  // agent device counts, ascending; 100 is the scaling reference
-	out     *benchline.Printer
+	// agentOnly stops after the agent's lines: no grants, no RSS children.
+	agentOnly bool
+	out       *benchline.Printer
 }
 
 // mode names one kind of measurement at a device count.
@@ -85,6 +87,9 @@ func runGoals(ctx context.Context, cfg goalsConfig) (err error) {
 		if err := s.printDevices(n); err != nil {
 			return err
 		}
+	}
+	if cfg.agentOnly {
+		return nil
 	}
 	if err := s.measureGrants(ctx); err != nil {
 		return err

@@ -21,7 +21,9 @@
 // The goal suite also measures the lease controller on bbolt: grants at 1
 // and 100 domains against the raw fdatasync loop of the same disk
 // (fencebench-etcd, in the etcd test module, does the same on etcd against
-// etcd's concurrency.Mutex). -suite grants prints those lines alone.
+// etcd's concurrency.Mutex). -suite grants prints those lines alone, and
+// -suite agent the agent's lines alone (no grants, no RSS children): the
+// quick loop for one change, and a CPU profile of the agent path only.
 //
 // -suite persist prints the older table of persist's group commit: for each
 // device count, for -duration each and in the same scratch directory, the
@@ -36,6 +38,7 @@
 //	go run ./cmd/fencebench [-quick] [-json] [-runs 3] [-dir DIR] [-agent-devices 1,100,1000,10000]
 //	go run ./cmd/fencebench -suite soak [-soak-for 10m] [-soak-every 30s] [-soak-devices 100] [-soak-journal 1000] [-json]
 //	go run ./cmd/fencebench -suite grants [-quick] [-json] [-runs 3] [-dir DIR]
+//	go run ./cmd/fencebench -suite agent [-quick] [-agent-devices 100] [-cpuprofile FILE]
 //	go run ./cmd/fencebench -suite persist [-dir DIR] [-duration 2s] [-devices 1,10,100]
 package main
 
@@ -75,7 +78,7 @@ func main() {
 	var soakChildMode bool
 	soak := soakConfig{length: 10 * time.Minute, every: 30 * time.Second, devices: 100, journal: 1000}
 	var profiles profiling
-	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure), grants (the controller's lines only), soak (RSS curve under steady load) or persist (group-commit table)")
+	flag.StringVar(&suiteName, "suite", "goals", "goals (every goal figure), grants (the controller's lines only), agent (the agent's lines only), soak (RSS curve under steady load) or persist (group-commit table)")
 	flag.BoolVar(&goals.quick, "quick", false, "goals: fewer commands per measurement (the whole suite in about 2 minutes)")
 	flag.BoolVar(&asJSON, "json", false, "goals: one JSON object per line (name, value, unit, baseline, ratio, goal, met)")
 	flag.BoolVar(&asMarkdown, "markdown", false, "goals: Markdown table rows (for docs/benchmarks.md)")
@@ -129,15 +132,18 @@ func dispatch(ctx context.Context, suiteName string, cfg config, goals goalsConf
 	switch {
 	case suiteName == "persist":
 		return run(ctx, cfg, os.Stdout)
-	case suiteName != "goals" && suiteName != "grants":
-		return fmt.Errorf("-suite %q is not goals, grants, soak or persist", suiteName)
+	case suiteName != "goals" && suiteName != "grants" && suiteName != "agent":
+		return fmt.Errorf("-suite %q is not goals, grants, agent, soak or persist", suiteName)
 	case goals.runs < 1:
 		return fmt.Errorf("-runs %d is not positive", goals.runs)
 	}
 	goals.out.Header("fencebench: %s figures, median of %d, %s/%s, GOMAXPROCS=%d, %s, quick=%v",
 		suiteName, goals.runs, runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.Version(), goals.quick)
-	if suiteName == "grants" {
+	switch suiteName {
+	case "grants":
 		return runGrants(ctx, goals)
+	case "agent":
+		goals.agentOnly = true
 	}
 	return runGoals(ctx, goals)
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -285,12 +286,32 @@ func (c *Committer) run() {
 	defer close(c.writerDone)
 	batch := make([]*request, 0, c.opts.MaxBatch)
 	for first := range c.queue {
+		c.letSubmittersIn()
 		batch = c.collect(append(batch[:0], first))
 		err := c.commit(batch)
 		for _, r := range batch {
 			r.done <- err
 		}
 		clear(batch)
+	}
+}
+
+// maxYields bounds how often the writer yields before one batch.
+const maxYields = 4
+
+// letSubmittersIn yields the processor while the queue keeps growing, at
+// most maxYields times, before a batch is collected. When the CPU is
+// saturated, goroutines already runnable — about to submit — run first and
+// join this batch instead of each costing a commit (an fdatasync's CPU)
+// of its own: with 100 commands in flight on 2 cores the agent's batches
+// grew from 4 to 16 operations and its throughput by a quarter
+// (docs/benchmarks.md). When nothing else is runnable, Gosched returns at
+// once: a lone writer waits for nothing, and there is still no timer. Each
+// yield waits at most for the goroutines runnable before it.
+func (c *Committer) letSubmittersIn() {
+	for seen, i := -1, 0; i < maxYields && len(c.queue) > seen && len(c.queue) < c.opts.MaxBatch; i++ {
+		seen = len(c.queue)
+		runtime.Gosched()
 	}
 }
 
