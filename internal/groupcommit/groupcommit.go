@@ -306,8 +306,10 @@ const maxYields = 4
 // of its own: with 100 commands in flight on 2 cores the agent's batches
 // grew from 4 to 16 operations and its throughput by a quarter
 // (docs/benchmarks.md). When nothing else is runnable, Gosched returns at
-// once: a lone writer waits for nothing, and there is still no timer. Each
-// yield waits at most for the goroutines runnable before it.
+// once: a lone writer waits for nothing, and there is still no timer. A
+// yield lasts while the scheduler runs other goroutines before it takes
+// the writer back from its global run queue: a delay, bounded by the four
+// yields, never a wait for something that may not come.
 func (c *Committer) letSubmittersIn() {
 	for seen, i := -1, 0; i < maxYields && len(c.queue) > seen && len(c.queue) < c.opts.MaxBatch; i++ {
 		seen = len(c.queue)
