@@ -79,13 +79,16 @@ func (s cutStats) String() string {
 
 // powerCutLoop runs cuts rounds of child work and power cut on the store
 // on m, checking the model after each, and returns the first violation.
-func powerCutLoop(t *testing.T, m *lossyfs.Mount, cuts int, noSync bool) (*crashModel, cutStats, error) {
+// env is added to the child's environment (GOMAXPROCS=1, say).
+func powerCutLoop(t *testing.T, m *lossyfs.Mount, cuts int, noSync bool, env ...string) (*crashModel, cutStats, error) {
 	t.Helper()
 	model, stats := newCrashModel(), cutStats{}
 	copyPath := filepath.Join(t.TempDir(), "copy.db")
 	for i := range cuts {
 		opts := lossyfs.CutOptions{Torn: rand.IntN(2) == 0}
-		acks, rep, err := m.RunAndCut(powerCutCommand(m, noSync), time.Duration(rand.IntN(200))*time.Millisecond, opts)
+		cmd := powerCutCommand(m, noSync)
+		cmd.Env = append(cmd.Env, env...)
+		acks, rep, err := m.RunAndCut(cmd, time.Duration(rand.IntN(200))*time.Millisecond, opts)
 		if err != nil {
 			t.Fatalf("cut %d: %v", i, err)
 		}

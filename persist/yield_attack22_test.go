@@ -11,60 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate/fence"
 	"github.com/fencegate/fencegate/internal/lossyfs"
+	"github.com/fencegate/fencegate/internal/proctest"
 )
-
-const attack22Hang = 2 * time.Minute
-
-func attack22Procs(t *testing.T, fn func(t *testing.T)) {
-	for _, p := range []int{1, 2, 8} {
-		t.Run(fmt.Sprintf("procs=%d", p), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
-			fn(t)
-		})
-	}
-}
-
-func attack22Wait(t *testing.T, wg *sync.WaitGroup, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(attack22Hang):
-		buf := make([]byte, 1<<20)
-		n := runtime.Stack(buf, true)
-		t.Fatalf("%s did not finish within %v (hang):\n%s", what, attack22Hang, buf[:n])
-	}
-}
-
-// attack22CrashCopy copies the store file and its log as they are on disk
-// (the open transaction is not in the file), as a process crash would
-// leave them. Taken only while the store is quiescent or before its first
-// checkpoint, so the two files are of one moment.
-func attack22CrashCopy(t *testing.T, s *Store) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), "copy.db")
-	for _, p := range [][2]string{{s.Path(), dst}, {LogPath(s.Path()), LogPath(dst)}} {
-		b, err := os.ReadFile(p[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p[1], b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
 
 // attack22Max raises m to at least v.
 func attack22Max(m *atomic.Uint64, v uint64) {
@@ -84,7 +40,7 @@ func attack22Max(m *atomic.Uint64, v uint64) {
 // accepted command is journaled and the domain fence is the highest
 // accepted token; a retry of an accepted command is a duplicate.
 func TestAttack22NoStaleAcceptAfterNewerAcked(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		s := mustOpen(t, Options{MaxRecords: 1 << 30, MaxAge: 1 << 62})
 		sg := testSigner(t)
 		const maxSeq = 120
@@ -157,14 +113,14 @@ func TestAttack22NoStaleAcceptAfterNewerAcked(t *testing.T) {
 				}
 			}
 		})
-		attack22Wait(t, &wg, "supervisors")
+		proctest.Wait(t, &wg, "supervisors")
 		if n := violations.Load(); n > 0 {
 			t.Fatalf("%d violations; first: %v", n, first.Load())
 		}
 		if len(accepted) == 0 {
 			t.Fatal("nothing accepted: the attack did not run")
 		}
-		cp := attack22CrashCopy(t, s)
+		cp := walCrashCopy(t, s.Path(), t.TempDir()) // quiescent or before the first checkpoint: the two files are of one moment
 		r := mustOpenPath(t, cp, Options{MaxRecords: 1 << 30, MaxAge: 1 << 62})
 		f, err := r.DomainFence("dom")
 		if err != nil || f.Seq != high.Load() {
@@ -193,7 +149,7 @@ func TestAttack22NoStaleAcceptAfterNewerAcked(t *testing.T) {
 // after reopen and its retry is a duplicate (not applied twice); a refused
 // one (ErrClosed) left nothing and is accepted fresh on retry.
 func TestAttack22CloseRacesAccepts(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		sg := testSigner(t)
 		tok := mustToken(t, sg, "dom", 1, 1, "h")
 		for round := range 6 {
@@ -233,7 +189,7 @@ func TestAttack22CloseRacesAccepts(t *testing.T) {
 				}
 				closeErr = s.Close()
 			})
-			attack22Wait(t, &wg, "accepts racing Close")
+			proctest.Wait(t, &wg, "accepts racing Close")
 			if closeErr != nil {
 				t.Fatalf("round %d: Close: %v", round, closeErr)
 			}
@@ -280,23 +236,9 @@ func TestAttack22PowerCutOneProcessor(t *testing.T) {
 	for _, procs := range []string{"1", "2"} {
 		t.Run("GOMAXPROCS="+procs, func(t *testing.T) {
 			m := lossyfs.MustMount(t) // a store, and a model, of its own
-			model, stats := newCrashModel(), cutStats{}
-			copyPath := filepath.Join(t.TempDir(), "copy.db")
-			for i := range 15 {
-				opts := lossyfs.CutOptions{Torn: rand.IntN(2) == 0}
-				cmd := powerCutCommand(m, false)
-				cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs)
-				acks, rep, err := m.RunAndCut(cmd, time.Duration(rand.IntN(200))*time.Millisecond, opts)
-				if err != nil {
-					t.Fatalf("cut %d: %v", i, err)
-				}
-				stats.cuts, stats.acks, stats.dropped, stats.files = i+1, stats.acks+len(acks), stats.dropped+rep.Writes, stats.files+rep.Files
-				if opts.Torn {
-					stats.torn++
-				}
-				if err := powerCutCheck(m, model, acks, copyPath); err != nil {
-					t.Fatalf("cut %d (GOMAXPROCS=%s): %v (%s)", i, procs, err, stats)
-				}
+			model, stats, err := powerCutLoop(t, m, 15, false, "GOMAXPROCS="+procs)
+			if err != nil {
+				t.Fatalf("GOMAXPROCS=%s: %v (%s)", procs, err, stats)
 			}
 			if stats.acks == 0 {
 				t.Fatalf("no acknowledgements in %d cuts: the attack did not run", stats.cuts)

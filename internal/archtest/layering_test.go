@@ -23,7 +23,7 @@ const (
 var layers = map[string]int{
 	"fence": 0, "fence/fencetest": 0, "fence/internal/seedkey": 0, "internal/atomicfile": 0, "internal/yamlcfg": 0,
 	"internal/buildinfo": 0, "internal/sdnotify": 0,
-	"internal/logtest": 0, "internal/tlstest": 0, "internal/httpauth": 1, "internal/archtest": 0, "internal/lossyfs/...": 0,
+	"internal/logtest": 0, "internal/proctest": 0, "internal/tlstest": 0, "internal/httpauth": 1, "internal/archtest": 0, "internal/lossyfs/...": 0,
 	"internal/backupfile": 0, "internal/pagehead": 0, "internal/benchline": 0,
 	"chaos/history": 0, "chaos/netproxy": 0,
 	"protocol": 1, "transport/...": 1,

@@ -54,12 +54,17 @@ func (s *loggedStore) close() {
 
 func (s *loggedStore) put(t *testing.T, key, value string) {
 	t.Helper()
-	err := s.c.Submit(context.Background(), key, func(tx *Tx) (bool, error) {
-		return true, tx.Bucket(testBucket).Put([]byte(key), []byte(value))
-	})
-	if err != nil {
+	if err := s.tryPut(key, value); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tryPut submits key = value and returns Submit's error (for goroutines
+// other than the test's).
+func (s *loggedStore) tryPut(key, value string) error {
+	return s.c.Submit(context.Background(), key, func(tx *Tx) (bool, error) {
+		return true, tx.Bucket(testBucket).Put([]byte(key), []byte(value))
+	})
 }
 
 // crashCopy copies the store file and its log as they are on disk now, as

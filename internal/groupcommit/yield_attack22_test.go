@@ -22,34 +22,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate/internal/proctest"
 )
-
-// attack22Hang is how long a test waits before calling something a hang.
-const attack22Hang = 2 * time.Minute
-
-// attack22Procs runs fn as a subtest at each GOMAXPROCS, restoring it.
-func attack22Procs(t *testing.T, fn func(t *testing.T)) {
-	for _, p := range []int{1, 2, 8} {
-		t.Run(fmt.Sprintf("procs=%d", p), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(p))
-			fn(t)
-		})
-	}
-}
-
-// attack22Wait waits for wg or fails the test as a hang, dumping goroutines.
-func attack22Wait(t *testing.T, wg *sync.WaitGroup, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(attack22Hang):
-		buf := make([]byte, 1<<20)
-		n := runtime.Stack(buf, true)
-		t.Fatalf("%s did not finish within %v (hang):\n%s", what, attack22Hang, buf[:n])
-	}
-}
 
 // keySet is a concurrent set of keys.
 type keySet struct {
@@ -79,7 +54,7 @@ func (s *keySet) snapshot() []string {
 // after it returned replays it), and a View must never see a write that is
 // not yet durable.
 func TestAttack22NoReleaseOrReadBeforeDurable(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		durable := newKeySet()
 		s := openLogged(t, filepath.Join(t.TempDir(), "a.db"), 0, CommitterOptions{ // 16 MiB log: no checkpoint, the bbolt file stays as opened
 			OnDurable: func(bucket, key, _ []byte) {
@@ -145,9 +120,7 @@ func TestAttack22NoReleaseOrReadBeforeDurable(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					k := fmt.Sprintf("g%02d-%03d", g, i)
-					err := s.c.Submit(context.Background(), k, func(tx *Tx) (bool, error) {
-						return true, tx.Bucket(testBucket).Put([]byte(k), []byte("v"))
-					})
+					err := s.tryPut(k, "v")
 					if err != nil {
 						violate(fmt.Sprintf("Submit %s: %v", k, err))
 						return
@@ -159,10 +132,10 @@ func TestAttack22NoReleaseOrReadBeforeDurable(t *testing.T) {
 				}
 			})
 		}
-		attack22Wait(t, &wg, "submitters")
+		proctest.Wait(t, &wg, "submitters")
 		close(stop)
-		attack22Wait(t, &readers, "readers")
-		attack22Wait(t, &imager, "crash copier")
+		proctest.Wait(t, &readers, "readers")
+		proctest.Wait(t, &imager, "crash copier")
 		if n := violations.Load(); n > 0 {
 			t.Fatalf("%d violations; first: %v", n, firstViolation.Load())
 		}
@@ -188,7 +161,7 @@ func TestAttack22NoReleaseOrReadBeforeDurable(t *testing.T) {
 // is in the file Close checkpointed; an ErrClosed one never ran and is not
 // in the file. Nothing is left queued and unreleased.
 func TestAttack22CloseRacesYieldingWriter(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		for round := range 15 {
 			path := filepath.Join(t.TempDir(), "c.db")
 			s := openLogged(t, path, 0, CommitterOptions{MaxBatch: 8})
@@ -224,8 +197,8 @@ func TestAttack22CloseRacesYieldingWriter(t *testing.T) {
 				}
 				closeErr = s.c.Close()
 			})
-			attack22Wait(t, &wg, "submitters racing Close")
-			attack22Wait(t, &closer, "Close")
+			proctest.Wait(t, &wg, "submitters racing Close")
+			proctest.Wait(t, &closer, "Close")
 			if closeErr != nil {
 				t.Fatalf("round %d: Close: %v", round, closeErr)
 			}
@@ -269,7 +242,7 @@ func TestAttack22CloseRacesYieldingWriter(t *testing.T) {
 // visible; once a submitter has seen ErrFailed, each later Submit of it
 // fails too; nobody hangs.
 func TestAttack22FailureFailsEveryLaterSubmitter(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		for round := range 10 {
 			var commits atomic.Int64
 			var failed atomic.Bool
@@ -315,7 +288,7 @@ func TestAttack22FailureFailsEveryLaterSubmitter(t *testing.T) {
 					}
 				})
 			}
-			attack22Wait(t, &wg, "submitters around a failed commit")
+			proctest.Wait(t, &wg, "submitters around a failed commit")
 			if !failed.Load() {
 				t.Fatalf("round %d: the failure was never injected (%d commits)", round, commits.Load())
 			}
@@ -348,7 +321,7 @@ func TestAttack22FailureFailsEveryLaterSubmitter(t *testing.T) {
 // operations (counted by the writes run between two AfterBatch calls, and
 // by OnCommit), including MaxBatch 1, where the queue holds one request.
 func TestAttack22MaxBatchHolds(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		for _, maxBatch := range []int{1, 2, 3, 7, 64} {
 			var inBatch, over, overCommit atomic.Int64
 			var biggest atomic.Int64
@@ -388,7 +361,7 @@ func TestAttack22MaxBatchHolds(t *testing.T) {
 					}
 				})
 			}
-			attack22Wait(t, &wg, "submitters")
+			proctest.Wait(t, &wg, "submitters")
 			if over.Load() > 0 || overCommit.Load() > 0 {
 				t.Fatalf("MaxBatch %d: %d batches ran more writes than MaxBatch (largest %d), %d commits reported more", maxBatch, over.Load(), biggest.Load(), overCommit.Load())
 			}
@@ -406,7 +379,7 @@ func TestAttack22MaxBatchHolds(t *testing.T) {
 // another started is applied first), and the view, a crash replay of the
 // log and the file after Close must all hold exactly that order.
 func TestAttack22OrderKeptAndReplayed(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "o.db")
 		s := openLogged(t, path, 4096, CommitterOptions{MaxBatch: 32}) // small log: checkpoints in between
 		s.db.NoSync = true
@@ -444,7 +417,7 @@ func TestAttack22OrderKeptAndReplayed(t *testing.T) {
 				}
 			})
 		}
-		attack22Wait(t, &wg, "submitters")
+		proctest.Wait(t, &wg, "submitters")
 		want := strings.Join(applied, ",")
 		for a, sa := range spans {
 			for b, sb := range spans {
@@ -510,9 +483,7 @@ func TestAttack22NoStarvationUnderCPUHogs(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				k := fmt.Sprintf("g%d-%02d", g, i)
-				if err := s.c.Submit(context.Background(), k, func(tx *Tx) (bool, error) {
-					return true, tx.Bucket(testBucket).Put([]byte(k), []byte(strconv.Itoa(i)))
-				}); err != nil {
+				if err := s.tryPut(k, strconv.Itoa(i)); err != nil {
 					t.Errorf("Submit %s: %v", k, err)
 					return
 				}
@@ -527,10 +498,10 @@ func TestAttack22NoStarvationUnderCPUHogs(t *testing.T) {
 			}
 		}
 	})
-	attack22Wait(t, &wg, "submitters under CPU hogs")
+	proctest.Wait(t, &wg, "submitters under CPU hogs")
 	spinStop.Store(true)
 	close(stop)
-	attack22Wait(t, &hogs, "hogs")
+	proctest.Wait(t, &hogs, "hogs")
 	if got := reopenKeys(t, s.crashCopy(t, true)); len(got) != submitters*each {
 		t.Fatalf("%d keys replay, want %d", len(got), submitters*each)
 	}
@@ -540,7 +511,7 @@ func TestAttack22NoStarvationUnderCPUHogs(t *testing.T) {
 // writer yields and batches pile up: each snapshot holds every write
 // acknowledged before Snapshot was called, and only durable ones.
 func TestAttack22SnapshotHoldsOnlyDurableAndEveryAcked(t *testing.T) {
-	attack22Procs(t, func(t *testing.T) {
+	proctest.AtProcs(t, func(t *testing.T) {
 		durable := newKeySet()
 		s := openLogged(t, filepath.Join(t.TempDir(), "s.db"), 8192, CommitterOptions{
 			OnDurable: func(bucket, key, _ []byte) {
@@ -556,9 +527,7 @@ func TestAttack22SnapshotHoldsOnlyDurableAndEveryAcked(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					k := fmt.Sprintf("g%02d-%03d", g, i)
-					if err := s.c.Submit(context.Background(), k, func(tx *Tx) (bool, error) {
-						return true, tx.Bucket(testBucket).Put([]byte(k), []byte("v"))
-					}); err != nil {
+					if err := s.tryPut(k, "v"); err != nil {
 						t.Errorf("Submit %s: %v", k, err)
 						return
 					}
@@ -592,8 +561,8 @@ func TestAttack22SnapshotHoldsOnlyDurableAndEveryAcked(t *testing.T) {
 				runtime.Gosched()
 			}
 		})
-		attack22Wait(t, &wg, "submitters")
+		proctest.Wait(t, &wg, "submitters")
 		done.Store(true)
-		attack22Wait(t, &snaps, "snapshots")
+		proctest.Wait(t, &snaps, "snapshots")
 	})
 }
