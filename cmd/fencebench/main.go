@@ -23,7 +23,9 @@
 // (fencebench-etcd, in the etcd test module, does the same on etcd against
 // etcd's concurrency.Mutex). -suite grants prints those lines alone, and
 // -suite agent the agent's lines alone (no grants, no RSS children): the
-// quick loop for one change, and a CPU profile of the agent path only.
+// quick loop for one change, and a CPU profile without the controller's
+// work (it still holds the broker, the load clients and the bare-MQTT
+// baseline runs beside the agent's).
 //
 // -suite persist prints the older table of persist's group commit: for each
 // device count, for -duration each and in the same scratch directory, the
